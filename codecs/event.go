@@ -1,0 +1,211 @@
+// Package codecs holds the wire formats of the dedup processor: the event
+// envelope read from the input topic and the seen record stored in the dedup
+// table. Both are goka codecs so the same graph runs under goka's
+// at-least-once processor and under the exactly-once runtime.
+package codecs
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxIDLength bounds event and aggregate IDs. A dedup key is stored in every
+// seen record and every changelog message; an unbounded ID would let one bad
+// producer blow up the table.
+const MaxIDLength = 256
+
+// Event is the JSON envelope of a business event:
+//
+//	{"eventId","aggregateId","type","occurredAt","payload"}
+//
+// Raw keeps the bytes as they arrived so the default handler can forward the
+// event unchanged, byte for byte.
+type Event struct {
+	EventID     string          `json:"eventId"`
+	AggregateID string          `json:"aggregateId,omitempty"`
+	Type        string          `json:"type,omitempty"`
+	OccurredAt  time.Time       `json:"occurredAt,omitzero"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+
+	// Source is the CloudEvents ce_source attribute when the ID comes from
+	// headers; the ID is only unique together with it.
+	Source string `json:"-"`
+	// Raw is the record value the event was decoded from.
+	Raw []byte `json:"-"`
+}
+
+// IDSource says where the event ID of a record is found.
+type IDSource struct {
+	// Field is the top-level JSON field that holds the ID (default "eventId").
+	// Used when Header is empty.
+	Field string
+	// Header, when set, takes the ID from this record header instead of the
+	// body (CloudEvents binary mode: "ce_id"). The body is then opaque.
+	Header string
+	// SourceHeader is the header whose value makes the ID unique in header
+	// mode (CloudEvents: "ce_source"). Empty means the ID alone is unique.
+	SourceHeader string
+}
+
+// DefaultIDSource reads the ID from the "eventId" JSON field.
+func DefaultIDSource() IDSource { return IDSource{Field: "eventId"} }
+
+// CloudEventsIDSource reads the ID from CloudEvents binary-mode headers.
+func CloudEventsIDSource() IDSource { return IDSource{Header: "ce_id", SourceHeader: "ce_source"} }
+
+// Validate reports a configuration that cannot find an ID.
+func (s IDSource) Validate() error {
+	if s.Header == "" && s.Field == "" {
+		return fmt.Errorf("codecs: IDSource needs a JSON field or a header")
+	}
+	return nil
+}
+
+// Decoder turns a record (value and headers) into an Event. It is not a
+// goka.Codec on purpose: header-mode IDs need the record headers, which a
+// codec never sees, and a failing input codec would stop goka's processor
+// instead of sending the record to the dead-letter topic.
+type Decoder struct {
+	ID IDSource
+}
+
+// Decode parses value into an Event. Errors are *DecodeError values whose
+// Kind is one of the sentinels in errors.go.
+func (d Decoder) Decode(value []byte, headers map[string][]byte) (*Event, error) {
+	if value == nil {
+		return nil, newDecodeError(ErrNullValue, "record value is null (tombstone)")
+	}
+	if len(value) == 0 {
+		return nil, newDecodeError(ErrEmptyValue, "record value has zero bytes")
+	}
+	if d.ID.Header != "" {
+		return d.decodeHeaders(value, headers)
+	}
+	return decodeJSON(value, d.ID.fieldOrDefault())
+}
+
+func (s IDSource) fieldOrDefault() string {
+	if s.Field == "" {
+		return "eventId"
+	}
+	return s.Field
+}
+
+// decodeHeaders maps CloudEvents binary-mode attributes onto an Event. The
+// body is the event data and is not parsed.
+func (d Decoder) decodeHeaders(value []byte, headers map[string][]byte) (*Event, error) {
+	id, ok := headers[d.ID.Header]
+	if !ok || len(id) == 0 {
+		return nil, newDecodeError(ErrNoID, fmt.Sprintf("header %q is missing or empty", d.ID.Header))
+	}
+	ev := &Event{EventID: string(id), Payload: value, Raw: value}
+	if d.ID.SourceHeader != "" {
+		src, ok := headers[d.ID.SourceHeader]
+		if !ok || len(src) == 0 {
+			return nil, newDecodeError(ErrNoID, fmt.Sprintf("header %q is missing or empty; the ID is only unique together with it", d.ID.SourceHeader))
+		}
+		ev.Source = string(src)
+	}
+	ev.AggregateID = string(headers["ce_subject"])
+	ev.Type = string(headers["ce_type"])
+	if t, ok := headers["ce_time"]; ok {
+		at, err := time.Parse(time.RFC3339Nano, string(t))
+		if err != nil {
+			return nil, newDecodeError(ErrBadField, fmt.Sprintf("header ce_time: %v", err))
+		}
+		ev.OccurredAt = at
+	}
+	if err := checkIDs(ev, d.ID.Header); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+func decodeJSON(value []byte, idField string) (*Event, error) {
+	trimmed := bytes.TrimSpace(value)
+	if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(trimmed) {
+		return nil, newDecodeError(ErrNotJSON, describeNotJSON(value))
+	}
+	ev := &Event{Raw: value}
+	if err := json.Unmarshal(trimmed, ev); err != nil {
+		return nil, newDecodeError(ErrBadField, err.Error())
+	}
+	if idField != "eventId" {
+		id, err := stringField(trimmed, idField)
+		if err != nil {
+			return nil, err
+		}
+		ev.EventID = id
+	}
+	if ev.EventID == "" {
+		return nil, newDecodeError(ErrNoID, fmt.Sprintf("JSON field %q is missing or empty", idField))
+	}
+	if err := checkIDs(ev, idField); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// stringField reads one top-level string field; only used for a custom ID
+// field, so the common path pays for one unmarshal.
+func stringField(obj []byte, name string) (string, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &fields); err != nil {
+		return "", newDecodeError(ErrNotJSON, err.Error())
+	}
+	raw, ok := fields[name]
+	if !ok || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", newDecodeError(ErrBadField, fmt.Sprintf("JSON field %q must be a string", name))
+	}
+	return s, nil
+}
+
+func checkIDs(ev *Event, where string) error {
+	if len(ev.EventID) > MaxIDLength {
+		return newDecodeError(ErrIDTooLong, fmt.Sprintf("%s is %d bytes, at most %d allowed", where, len(ev.EventID), MaxIDLength))
+	}
+	if len(ev.AggregateID) > MaxIDLength {
+		return newDecodeError(ErrIDTooLong, fmt.Sprintf("aggregate ID is %d bytes, at most %d allowed", len(ev.AggregateID), MaxIDLength))
+	}
+	if !utf8.ValidString(ev.EventID) || !utf8.ValidString(ev.Source) {
+		return newDecodeError(ErrBadField, "event ID is not valid UTF-8")
+	}
+	return nil
+}
+
+func describeNotJSON(value []byte) string {
+	const show = 32
+	prefix := value
+	if len(prefix) > show {
+		prefix = prefix[:show]
+	}
+	return fmt.Sprintf("value is not a JSON object (%d bytes, starting %q)", len(value), prefix)
+}
+
+// Envelope is the goka.Codec of JSON events with the ID in "eventId". Emitters,
+// load generators and tests use it; the processor reads input through Decoder.
+type Envelope struct{}
+
+// Encode marshals an *Event or Event.
+func (Envelope) Encode(value any) ([]byte, error) {
+	switch ev := value.(type) {
+	case *Event:
+		return json.Marshal(ev)
+	case Event:
+		return json.Marshal(&ev)
+	default:
+		return nil, fmt.Errorf("codecs: Envelope encodes *Event, got %T", value)
+	}
+}
+
+// Decode parses a JSON event; errors are *DecodeError.
+func (Envelope) Decode(data []byte) (any, error) {
+	return Decoder{ID: DefaultIDSource()}.Decode(data, nil)
+}

@@ -1,0 +1,140 @@
+package codecs
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDecoderJSON(t *testing.T) {
+	long := strings.Repeat("x", MaxIDLength+1)
+	tests := []struct {
+		name    string
+		src     IDSource
+		value   []byte
+		wantID  string
+		wantAgg string
+		wantErr error
+	}{
+		{"full envelope", DefaultIDSource(), []byte(`{"eventId":"e1","aggregateId":"a1","type":"OrderPaid","occurredAt":"2026-01-02T03:04:05Z","payload":{"amount":3}}`), "e1", "a1", nil},
+		{"leading whitespace", DefaultIDSource(), []byte(" \n{\"eventId\":\"e2\"}"), "e2", "", nil},
+		{"custom field", IDSource{Field: "id"}, []byte(`{"id":"x-9","aggregateId":"a"}`), "x-9", "a", nil},
+		{"custom field missing", IDSource{Field: "id"}, []byte(`{"eventId":"e1"}`), "", "", ErrNoID},
+		{"custom field not a string", IDSource{Field: "id"}, []byte(`{"id":5}`), "", "", ErrBadField},
+		{"null", DefaultIDSource(), nil, "", "", ErrNullValue},
+		{"empty", DefaultIDSource(), []byte{}, "", "", ErrEmptyValue},
+		{"not json", DefaultIDSource(), []byte("hello"), "", "", ErrNotJSON},
+		{"json array", DefaultIDSource(), []byte(`[1,2]`), "", "", ErrNotJSON},
+		{"truncated json", DefaultIDSource(), []byte(`{"eventId":"e`), "", "", ErrNotJSON},
+		{"no id", DefaultIDSource(), []byte(`{"aggregateId":"a"}`), "", "", ErrNoID},
+		{"empty id", DefaultIDSource(), []byte(`{"eventId":""}`), "", "", ErrNoID},
+		{"id wrong type", DefaultIDSource(), []byte(`{"eventId":42}`), "", "", ErrBadField},
+		{"bad time", DefaultIDSource(), []byte(`{"eventId":"e","occurredAt":"yesterday"}`), "", "", ErrBadField},
+		{"id too long", DefaultIDSource(), []byte(`{"eventId":"` + long + `"}`), "", "", ErrIDTooLong},
+		{"aggregate too long", DefaultIDSource(), []byte(`{"eventId":"e","aggregateId":"` + long + `"}`), "", "", ErrIDTooLong},
+		{"id at limit", DefaultIDSource(), []byte(`{"eventId":"` + long[1:] + `"}`), long[1:], "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev, err := Decoder{ID: tt.src}.Decode(tt.value, nil)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tt.wantErr)
+				}
+				var de *DecodeError
+				if !errors.As(err, &de) || de.Detail == "" {
+					t.Fatalf("err %v is not a *DecodeError with detail", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if ev.EventID != tt.wantID || ev.AggregateID != tt.wantAgg {
+				t.Fatalf("got id=%q agg=%q, want %q %q", ev.EventID, ev.AggregateID, tt.wantID, tt.wantAgg)
+			}
+			if string(ev.Raw) != string(tt.value) {
+				t.Fatalf("Raw not kept")
+			}
+		})
+	}
+}
+
+func TestDecoderCloudEventsHeaders(t *testing.T) {
+	d := Decoder{ID: CloudEventsIDSource()}
+	body := []byte("opaque, not json")
+	ev, err := d.Decode(body, map[string][]byte{
+		"ce_id": []byte("42"), "ce_source": []byte("/orders"), "ce_subject": []byte("order-7"),
+		"ce_type": []byte("OrderPaid"), "ce_time": []byte("2026-03-04T05:06:07Z"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	if ev.EventID != "42" || ev.Source != "/orders" || ev.AggregateID != "order-7" || ev.Type != "OrderPaid" || !ev.OccurredAt.Equal(want) {
+		t.Fatalf("unexpected event %+v", ev)
+	}
+	if _, err := d.Decode(body, map[string][]byte{"ce_id": []byte("42")}); !errors.Is(err, ErrNoID) {
+		t.Fatalf("missing ce_source: err = %v, want ErrNoID", err)
+	}
+	if _, err := d.Decode(body, nil); !errors.Is(err, ErrNoID) {
+		t.Fatalf("missing ce_id: err = %v, want ErrNoID", err)
+	}
+	if _, err := d.Decode(body, map[string][]byte{"ce_id": {0xff, 0xfe}, "ce_source": []byte("s")}); !errors.Is(err, ErrBadField) {
+		t.Fatalf("invalid utf-8 id: err = %v, want ErrBadField", err)
+	}
+}
+
+func TestEnvelopeRoundTrip(t *testing.T) {
+	in := &Event{EventID: "e1", AggregateID: "a1", Type: "OrderPaid",
+		OccurredAt: time.Date(2026, 5, 6, 7, 8, 9, 10, time.UTC), Payload: []byte(`{"amount":12.5}`)}
+	data, err := Envelope{}.Encode(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Envelope{}.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*Event)
+	if got.EventID != in.EventID || got.AggregateID != in.AggregateID || got.Type != in.Type ||
+		!got.OccurredAt.Equal(in.OccurredAt) || string(got.Payload) != string(in.Payload) {
+		t.Fatalf("round trip: got %+v, want %+v", got, in)
+	}
+	if _, err := (Envelope{}).Encode("nope"); err == nil {
+		t.Fatal("Encode accepted a string")
+	}
+}
+
+func TestReason(t *testing.T) {
+	_, err := Decoder{ID: DefaultIDSource()}.Decode([]byte("x"), nil)
+	if got := Reason(err); got != "not-json" {
+		t.Fatalf("Reason = %q", got)
+	}
+	if got := Reason(errors.New("boom")); got != "other" {
+		t.Fatalf("Reason = %q", got)
+	}
+}
+
+func FuzzDecoder(f *testing.F) {
+	f.Add([]byte(`{"eventId":"e1","aggregateId":"a","occurredAt":"2026-01-02T03:04:05Z","payload":{}}`), "eventId", "")
+	f.Add([]byte(`{"id":"x"}`), "id", "")
+	f.Add([]byte("not json"), "eventId", "")
+	f.Add([]byte{}, "", "ce_id")
+	f.Fuzz(func(t *testing.T, value []byte, field, header string) {
+		src := IDSource{Field: field, Header: header}
+		headers := map[string][]byte{"ce_id": value, "ce_source": []byte(field)}
+		ev, err := Decoder{ID: src}.Decode(value, headers)
+		if err != nil {
+			var de *DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("error %v is not a *DecodeError", err)
+			}
+			return
+		}
+		if ev.EventID == "" || len(ev.EventID) > MaxIDLength {
+			t.Fatalf("accepted bad ID %q", ev.EventID)
+		}
+	})
+}

@@ -1,0 +1,177 @@
+package codecs
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+)
+
+// seenVersion1 is the first layout of a seen record. A new layout gets a new
+// version byte so records written by an older worker stay readable after an
+// upgrade (the changelog outlives any one binary).
+const seenVersion1 byte = 1
+
+// SeenRecord is the value stored in the dedup table for each processed key.
+// Source topic/partition/offset and the processing time are kept for
+// tracing ("where did we see this first?"), not for the dedup decision.
+type SeenRecord struct {
+	FirstProcessed time.Time // when the worker first processed the key
+	EventTime      time.Time // occurredAt of the event, or the record timestamp
+	AggregateID    string
+	Topic          string
+	Partition      int32
+	Offset         int64
+	ExpiresAt      time.Time // after this the record no longer counts
+}
+
+// Expired reports whether the record has passed its expiry at now.
+func (r *SeenRecord) Expired(now time.Time) bool {
+	return !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt)
+}
+
+// MarshalBinary encodes the record as: version byte, then varint unix-nano
+// times, length-prefixed strings and varint numbers. Zero times encode as 0.
+func (r *SeenRecord) MarshalBinary() ([]byte, error) {
+	buf := make([]byte, 0, 1+5*binary.MaxVarintLen64+len(r.AggregateID)+len(r.Topic)+2*binary.MaxVarintLen32)
+	buf = append(buf, seenVersion1)
+	buf = binary.AppendVarint(buf, unixNano(r.FirstProcessed))
+	buf = binary.AppendVarint(buf, unixNano(r.EventTime))
+	buf = binary.AppendUvarint(buf, uint64(len(r.AggregateID)))
+	buf = append(buf, r.AggregateID...)
+	buf = binary.AppendUvarint(buf, uint64(len(r.Topic)))
+	buf = append(buf, r.Topic...)
+	buf = binary.AppendVarint(buf, int64(r.Partition))
+	buf = binary.AppendVarint(buf, r.Offset)
+	buf = binary.AppendVarint(buf, unixNano(r.ExpiresAt))
+	return buf, nil
+}
+
+// UnmarshalBinary decodes MarshalBinary's output. Errors wrap ErrBadSeen or
+// ErrSeenVersion; it never panics on garbage.
+func (r *SeenRecord) UnmarshalBinary(data []byte) error {
+	if len(data) == 0 {
+		return newDecodeError(ErrBadSeen, "empty")
+	}
+	if data[0] != seenVersion1 {
+		return newDecodeError(ErrSeenVersion, fmt.Sprintf("version %d", data[0]))
+	}
+	rd := reader{buf: data[1:]}
+	first := rd.varint("firstProcessed")
+	event := rd.varint("eventTime")
+	agg := rd.str("aggregateId")
+	topic := rd.str("topic")
+	part := rd.varint("partition")
+	off := rd.varint("offset")
+	exp := rd.varint("expiresAt")
+	if rd.err != nil {
+		return rd.err
+	}
+	if len(rd.buf) != 0 {
+		return newDecodeError(ErrBadSeen, fmt.Sprintf("%d trailing bytes", len(rd.buf)))
+	}
+	if part < -1<<31 || part > 1<<31-1 {
+		return newDecodeError(ErrBadSeen, "partition out of range")
+	}
+	*r = SeenRecord{
+		FirstProcessed: fromUnixNano(first),
+		EventTime:      fromUnixNano(event),
+		AggregateID:    agg,
+		Topic:          topic,
+		Partition:      int32(part),
+		Offset:         off,
+		ExpiresAt:      fromUnixNano(exp),
+	}
+	return nil
+}
+
+type reader struct {
+	buf []byte
+	err error
+}
+
+func (r *reader) varint(field string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.buf)
+	if n <= 0 {
+		r.err = newDecodeError(ErrBadSeen, "truncated or overlong "+field)
+		return 0
+	}
+	r.buf = r.buf[n:]
+	return v
+}
+
+func (r *reader) str(field string) string {
+	if r.err != nil {
+		return ""
+	}
+	l, n := binary.Uvarint(r.buf)
+	if n <= 0 || l > uint64(len(r.buf)-n) {
+		r.err = newDecodeError(ErrBadSeen, "truncated "+field)
+		return ""
+	}
+	s := string(r.buf[n : n+int(l)])
+	r.buf = r.buf[n+int(l):]
+	return s
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// Seen is the goka.Codec of the dedup table's values.
+type Seen struct{}
+
+// Encode accepts a *SeenRecord or SeenRecord.
+func (Seen) Encode(value any) ([]byte, error) {
+	switch r := value.(type) {
+	case *SeenRecord:
+		return r.MarshalBinary()
+	case SeenRecord:
+		return r.MarshalBinary()
+	default:
+		return nil, fmt.Errorf("codecs: Seen encodes *SeenRecord, got %T", value)
+	}
+}
+
+// Decode returns a *SeenRecord.
+func (Seen) Decode(data []byte) (any, error) {
+	r := new(SeenRecord)
+	if err := r.UnmarshalBinary(data); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Bytes is a pass-through goka.Codec for []byte values. It never fails on
+// decode, which is what the input and loop topics need: a bad record must
+// reach the callback (and the dead-letter topic), not stop the processor.
+type Bytes struct{}
+
+// Encode accepts []byte or string.
+func (Bytes) Encode(value any) ([]byte, error) {
+	switch v := value.(type) {
+	case []byte:
+		return v, nil
+	case string:
+		return []byte(v), nil
+	case nil:
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("codecs: Bytes encodes []byte, got %T", value)
+	}
+}
+
+// Decode returns data unchanged.
+func (Bytes) Decode(data []byte) (any, error) { return data, nil }

@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# kafka.sh - run a real Apache Kafka (KRaft) broker, or a 3-node cluster, on 127.0.0.1
+# for dedupkit's integration tests. No Docker: the jars come from Maven Central via
+# pom.xml next to this file, and brokers run as plain background JVMs.
+#
+# Usage: kafka.sh fetch|up|down|clean|status|brokers|kill N|start N|libs|run CLASS [ARGS]
+#   fetch    download the broker classpath once into $KAFKA_CACHE/libs
+#   up       fetch if needed, start all nodes, wait until each broker is RUNNING
+#   down     stop every node (SIGTERM, SIGKILL after 30 s); KAFKA_CLEAN=1 also deletes the data dir
+#   clean    down + delete the data dir
+#   status   one line per node: id, pid, ports, alive|dead
+#   brokers  bootstrap list, e.g. 127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094
+#   kill N   SIGKILL node N (broker-failure tests);  start N  restart it and wait until ready
+#   libs     print the classpath dir;  run CLASS ARGS  run a Kafka CLI class with that classpath,
+#            e.g. kafka.sh run org.apache.kafka.tools.TopicCommand --bootstrap-server ... --list
+#
+# Environment (defaults):
+#   KAFKA_NODES=1             1 = single node; 3 = three broker+controller nodes, 3-voter quorum
+#   KAFKA_PORT=9092           node i (1-based) listens for clients on KAFKA_PORT+i-1
+#   KAFKA_CONTROLLER_PORT=KAFKA_PORT+100   node i's KRaft controller port is this +i-1
+#   KAFKA_DATA=<repo>/.kafka  node i keeps config, data, logs, pid in $KAFKA_DATA/node-i
+#   KAFKA_CACHE=~/.cache/dedupkit/kafka-<version>   jar cache (outside the repo)
+#   KAFKA_HEAP="-Xmx512m -Xms256m" per node; KAFKA_JVM_OPTS extra JVM flags
+#   KAFKA_EXTRA_PROPS         "k=v k2=v2" (space or newline separated) appended to every
+#                             server.properties at each start; later keys win
+#   KAFKA_START_TIMEOUT=90    seconds to wait for each node to become ready
+# The shape (nodes, ports, cluster id) is saved in $KAFKA_DATA/cluster.env on first `up`;
+# later commands read it, so only `up` needs the env vars. Change shape with `clean`.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$HERE/pom.xml")"
+CACHE="${KAFKA_CACHE:-$HOME/.cache/dedupkit/kafka-$KAFKA_VERSION}"
+LIBS="$CACHE/libs"
+DATA="${KAFKA_DATA:-$ROOT/.kafka}"
+[[ $DATA == /* ]] || DATA="$PWD/$DATA"
+JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
+TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
+# KRaft brokers in 3.9 log this (KafkaRaftServer) once the broker has caught up with the
+# metadata log and opened its listeners; a merely open port is not enough.
+READY='Kafka Server started'
+
+log() { echo "kafka.sh: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# ---- jars -----------------------------------------------------------------------------
+# The marker holds the pom's hash, so editing pom.xml triggers a re-fetch. Jars go to a
+# temp dir first: an interrupted fetch never leaves a half classpath behind.
+fetch() {
+  local stamp; stamp="$(sha256sum "$HERE/pom.xml" | cut -d' ' -f1)"
+  [[ -f $CACHE/.complete && "$(cat "$CACHE/.complete")" == "$stamp" ]] && return 0
+  mkdir -p "$CACHE"
+  exec 8>"$CACHE/.lock"; flock 8          # parallel test runs: one download
+  [[ -f $CACHE/.complete && "$(cat "$CACHE/.complete")" == "$stamp" ]] && return 0
+  command -v "${MVN:-mvn}" >/dev/null || die "mvn not found; it is needed once to download Kafka"
+  log "fetching Kafka $KAFKA_VERSION jars into $LIBS (one time)"
+  rm -rf "$LIBS.tmp" "$CACHE/.complete"
+  # Output goes to a file (Debian's mvn prints stray ANSI codes even with -q); shown on failure.
+  "${MVN:-mvn}" -B -q --no-transfer-progress -f "$HERE/pom.xml" dependency:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$LIBS.tmp" >"$CACHE/mvn.log" 2>&1 \
+    || { cat "$CACHE/mvn.log" >&2; die "mvn could not fetch the Kafka jars"; }
+  rm -rf "$LIBS"; mv "$LIBS.tmp" "$LIBS"
+  echo "$stamp" >"$CACHE/.complete"
+}
+
+# ---- cluster layout -------------------------------------------------------------------
+load_layout() {
+  if [[ -f $DATA/cluster.env ]]; then
+    # shellcheck disable=SC1091
+    . "$DATA/cluster.env"               # NODES PORT CPORT CLUSTER_ID
+  else
+    NODES="${KAFKA_NODES:-1}"; PORT="${KAFKA_PORT:-9092}"
+    CPORT="${KAFKA_CONTROLLER_PORT:-$((PORT + 100))}"; CLUSTER_ID=""
+  fi
+}
+ndir()  { echo "$DATA/node-$1"; }
+bport() { echo $((PORT + $1 - 1)); }
+cport() { echo $((CPORT + $1 - 1)); }
+# kill -0 also succeeds on a zombie; a zombie broker is dead for our purposes.
+alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+check_node() { [[ $1 =~ ^[0-9]+$ ]] && ((1 <= $1 && $1 <= NODES)) || die "no node '$1' (nodes: 1..$NODES)"; }
+
+# Prints the pid of node N's broker if it is alive. The cmdline check guards against a
+# recycled pid (and a zombie, whose cmdline is empty).
+pid_of() {
+  local f pid; f="$(ndir "$1")/kafka.pid"
+  [[ -f $f ]] && pid="$(cat "$f")" && [[ -n $pid ]] && alive "$pid" \
+    && grep -qaF "$(ndir "$1")/server.properties" "/proc/$pid/cmdline" 2>/dev/null && echo "$pid"
+}
+
+write_config() {
+  local n=$1 d i voters="" rf minisr
+  d="$(ndir "$n")"
+  for ((i = 1; i <= NODES; i++)); do voters+="${voters:+,}$i@127.0.0.1:$(cport "$i")"; done
+  rf=$((NODES < 3 ? NODES : 3)); minisr=$((rf > 1 ? 2 : 1))
+  cat >"$d/server.properties" <<EOF
+# Written by kafka.sh at each start; edits are lost (use KAFKA_EXTRA_PROPS).
+process.roles=broker,controller
+node.id=$n
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:$(bport "$n"),CONTROLLER://127.0.0.1:$(cport "$n")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(bport "$n")
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$d/data
+offsets.topic.replication.factor=$rf
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$minisr
+default.replication.factor=$rf
+min.insync.replicas=$minisr
+# Test-friendly: no join delay, small internal topics for a fast start, eager compaction.
+group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
+auto.create.topics.enable=true
+num.partitions=1
+offsets.topic.num.partitions=4
+transaction.state.log.num.partitions=4
+log.cleaner.backoff.ms=1000
+log.cleaner.min.cleanable.ratio=0.01
+num.network.threads=2
+num.io.threads=4
+EOF
+  tr ' \t' '\n\n' <<<"${KAFKA_EXTRA_PROPS:-}" | grep -v '^$' >>"$d/server.properties" || true
+}
+
+check_ports() {
+  local p
+  for p in "$(bport "$1")" "$(cport "$1")"; do
+    ! port_open "$p" || die "port $p is taken by another process (not a node of $DATA); stop it or set KAFKA_PORT"
+  done
+}
+
+# Starts node N in the background unless it already runs; does not wait.
+start_node() {
+  local n=$1 d pid p
+  d="$(ndir "$n")"
+  if pid="$(pid_of "$n")"; then
+    log "node $n already running (pid $pid) on 127.0.0.1:$(bport "$n")"; return 0
+  fi
+  check_ports "$n"
+  mkdir -p "$d/data" "$d/logs"
+  write_config "$n"
+  if [[ ! -f $d/data/meta.properties ]]; then
+    "$JAVA" -cp "$LIBS/*" -Dlog4j.configuration="file:$HERE/tools-log4j.properties" \
+      kafka.tools.StorageTool format -t "$CLUSTER_ID" -c "$d/server.properties" >"$d/format.log" 2>&1 \
+      || { cat "$d/format.log" >&2; die "storage format failed for node $n"; }
+  fi
+  # Readiness is judged only on log lines written after this point (the log is appended).
+  echo $(($(stat -c%s "$d/logs/server.log" 2>/dev/null || echo 0) + 1)) >"$d/log.offset"
+  # 8>&- 9>&-: the broker must not inherit our lock fds, or it would hold the locks forever.
+  # shellcheck disable=SC2086
+  nohup "$JAVA" ${KAFKA_HEAP:--Xmx512m -Xms256m} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true ${KAFKA_JVM_OPTS:-} \
+    -Dlog4j.configuration="file:$HERE/log4j.properties" -Dkafka.logs.dir="$d/logs" \
+    -cp "$LIBS/*" kafka.Kafka "$d/server.properties" >>"$d/stdout.log" 2>&1 </dev/null 8>&- 9>&- &
+  echo $! >"$d/kafka.pid"
+  log "node $n starting (pid $!) on 127.0.0.1:$(bport "$n"), controller :$(cport "$n")"
+}
+
+# Waits until node N's port accepts connections AND its log says the server started.
+wait_ready() {
+  local n=$1 d off deadline=$((SECONDS + TIMEOUT))
+  d="$(ndir "$n")"; off="$(cat "$d/log.offset" 2>/dev/null || echo 1)"
+  until port_open "$(bport "$n")" && tail -c +"$off" "$d/logs/server.log" 2>/dev/null | grep -qF "$READY"; do
+    if ! pid_of "$n" >/dev/null; then
+      tail -n 20 "$d/stdout.log" >&2 || true
+      die "node $n exited during startup; see $d/stdout.log and $d/logs/server.log"
+    fi
+    ((SECONDS < deadline)) || die "node $n not ready after ${TIMEOUT}s; see $d/logs/server.log"
+    sleep 0.5
+  done
+}
+
+# ---- commands -------------------------------------------------------------------------
+up() {
+  fetch
+  load_layout    # again, under the lock: a concurrent `up` may have just created the cluster
+  if [[ -f $DATA/cluster.env ]] && [[ ${KAFKA_NODES:-$NODES} != "$NODES" || ${KAFKA_PORT:-$PORT} != "$PORT" ]]; then
+    die "$DATA holds a $NODES-node cluster on port $PORT; run 'kafka.sh clean' to change its shape"
+  fi
+  local n
+  if [[ ! -f $DATA/cluster.env ]]; then
+    for ((n = 1; n <= NODES; n++)); do check_ports "$n"; done   # before committing to a shape
+    # A cluster id is 16 random bytes in unpadded base64url (Kafka's Uuid); a leading '-'
+    # would read as a CLI flag, so draw again.
+    while CLUSTER_ID="$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)"; [[ $CLUSTER_ID == -* ]]; do :; done
+    printf 'NODES=%s\nPORT=%s\nCPORT=%s\nCLUSTER_ID=%s\n' "$NODES" "$PORT" "$CPORT" "$CLUSTER_ID" >"$DATA/cluster.env"
+  fi
+  # Start every node before waiting on any: a broker only becomes ready once a quorum
+  # of controllers is up.
+  for ((n = 1; n <= NODES; n++)); do start_node "$n"; done
+  for ((n = 1; n <= NODES; n++)); do wait_ready "$n"; done
+  log "ready: $(brokers)"
+}
+
+# SIGTERM every live node at once (a lone survivor of a 3-node quorum could not shut
+# down cleanly), then SIGKILL whatever is left after 30 s.
+down() {
+  local f n pid pids=() deadline=$((SECONDS + 30))
+  for f in "$DATA"/node-*/kafka.pid; do
+    [[ -f $f ]] || continue
+    n="${f%/kafka.pid}"; n="${n##*/node-}"
+    if pid="$(pid_of "$n")"; then kill -TERM "$pid" 2>/dev/null || true; pids+=("$pid"); fi
+  done
+  for pid in "${pids[@]}"; do
+    while alive "$pid" && ((SECONDS < deadline)); do sleep 0.2; done
+    if alive "$pid"; then log "pid $pid ignored SIGTERM; SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; fi
+  done
+  rm -f "$DATA"/node-*/kafka.pid
+  ((${#pids[@]} == 0)) || log "stopped ${#pids[@]} node(s)"
+  if [[ ${KAFKA_CLEAN:-0} == 1 && -d $DATA ]]; then
+    # Only delete what looks like our data dir, never an arbitrary KAFKA_DATA.
+    [[ -f $DATA/cluster.env || -d $DATA/node-1 ]] || die "$DATA does not look like a kafka.sh data dir; not deleting"
+    rm -rf "$DATA"; log "deleted $DATA"
+  fi
+}
+
+kill_node() {
+  local pid
+  if pid="$(pid_of "$1")"; then kill -KILL "$pid"; log "node $1 (pid $pid) killed"
+  else log "node $1 was not running"; fi
+  rm -f "$(ndir "$1")/kafka.pid"
+}
+
+status() {
+  local n pid
+  for ((n = 1; n <= NODES; n++)); do
+    pid="$(pid_of "$n")" && state=alive || { state=dead; pid=-; }
+    echo "node $n pid $pid broker 127.0.0.1:$(bport "$n") controller 127.0.0.1:$(cport "$n") $state"
+  done
+}
+
+brokers() {
+  local n out=""
+  for ((n = 1; n <= NODES; n++)); do out+="${out:+,}127.0.0.1:$(bport "$n")"; done
+  echo "$out"
+}
+
+lock_data() { mkdir -p "$DATA"; exec 9>"$DATA/.lock"; flock 9; }
+
+load_layout
+case "${1:-}" in
+  fetch)   fetch ;;
+  up)      lock_data; up ;;
+  down)    [[ -d $DATA ]] || exit 0; lock_data; down ;;
+  clean)   [[ -d $DATA ]] || exit 0; lock_data; KAFKA_CLEAN=1 down ;;
+  kill)    check_node "${2:-}"; lock_data; kill_node "$2" ;;
+  start)   check_node "${2:-}"; [[ -f $DATA/cluster.env ]] || die "no cluster in $DATA; run 'kafka.sh up'"
+           fetch; lock_data; start_node "$2"; wait_ready "$2" ;;
+  status)  status ;;
+  brokers) brokers ;;
+  libs)    fetch; echo "$LIBS" ;;
+  run)     shift; [[ $# -gt 0 ]] || die "usage: kafka.sh run CLASS [ARGS...]"; fetch
+           exec "$JAVA" -cp "$LIBS/*" -Dlog4j.configuration="file:$HERE/tools-log4j.properties" "$@" ;;
+  *)       sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
+esac

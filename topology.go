@@ -1,0 +1,262 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/lovoo/goka"
+
+	"github.com/dedupkit/dedup/codecs"
+)
+
+// Dead-letter headers. The reason is a short label (see codecs.Reason); the
+// error is the full message; the source headers say where the record was read.
+const (
+	HeaderDLQReason    = "dlq-reason"
+	HeaderDLQError     = "dlq-error"
+	HeaderDLQGroup     = "dlq-group"
+	HeaderDLQTopic     = "dlq-source-topic"
+	HeaderDLQPartition = "dlq-source-partition"
+	HeaderDLQOffset    = "dlq-source-offset"
+
+	// Reasons that are not decode errors.
+	ReasonHandlerError   = "handler-error"
+	ReasonNoAggregateID  = "no-aggregate-id"
+	ReasonBadLoopRecord  = "bad-loop-record"
+	headerLoopSrcKey     = "dedup-src-key"
+	headerLoopSrcTopic   = "dedup-src-topic"
+	headerLoopSrcPart    = "dedup-src-partition"
+	headerLoopSrcOffset  = "dedup-src-offset"
+	headerLoopSrcTimeRFC = "dedup-src-time"
+)
+
+// Topology is the goka graph of one consumer group: the input topic, the
+// dedup table (goka group table "<group>-table", codec codecs.Seen), the
+// output topic, a dead-letter topic and a loop topic "<group>-loop" for
+// re-keying. Its Process callback is written against goka.Context, so it runs
+// under goka.NewProcessor (at-least-once) and under the exactly-once runtime.
+type Topology struct {
+	Group  string
+	Input  string
+	Output string
+	DLQ    string
+
+	Table    Table
+	IDSource codecs.IDSource
+	Handler  Handler
+
+	// HandlerRetries is how many times a failing handler is retried before the
+	// event is dead-lettered; RetryBackoff is the first pause, doubled each time.
+	HandlerRetries int
+	RetryBackoff   time.Duration
+
+	Observer Observer     // nil: NopObserver
+	Logger   *slog.Logger // nil: slog.Default()
+	Now      func() time.Time // nil: time.Now
+}
+
+// Validate reports a topology that cannot run; call it before Graph.
+func (t *Topology) Validate() error {
+	var errs []error
+	if t.Group == "" {
+		errs = append(errs, errors.New("group is empty"))
+	}
+	if t.Input == "" {
+		errs = append(errs, errors.New("input topic is empty"))
+	}
+	if t.Output == "" {
+		errs = append(errs, errors.New("output topic is empty"))
+	}
+	if t.DLQ == "" {
+		errs = append(errs, errors.New("dead-letter topic is empty"))
+	}
+	if t.Input != "" && (t.Input == t.Output || t.Input == t.DLQ) {
+		errs = append(errs, fmt.Errorf("input topic %q is also the output or dead-letter topic: events would loop forever", t.Input))
+	}
+	if t.Handler == nil {
+		errs = append(errs, errors.New("handler is nil"))
+	}
+	if t.HandlerRetries < 0 {
+		errs = append(errs, errors.New("handler retries is negative"))
+	}
+	if err := t.Table.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := t.IDSource.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// TableTopic is the changelog topic of the dedup table.
+func (t *Topology) TableTopic() string { return string(goka.GroupTable(goka.Group(t.Group))) }
+
+// LoopTopic is the re-keying topic.
+func (t *Topology) LoopTopic() string { return string(goka.Group(t.Group)) + "-loop" }
+
+// Graph builds the goka group graph and fills in the defaults of Observer,
+// Logger and Now, so a runtime calls it before the first Process. The input and loop codecs pass bytes
+// through: decoding happens in the callback, where a bad record can be
+// dead-lettered instead of stopping the processor.
+func (t *Topology) Graph() *goka.GroupGraph {
+	if t.Observer == nil {
+		t.Observer = NopObserver{}
+	}
+	if t.Logger == nil {
+		t.Logger = slog.Default()
+	}
+	if t.Now == nil {
+		t.Now = time.Now
+	}
+	return goka.DefineGroup(goka.Group(t.Group),
+		goka.Input(goka.Stream(t.Input), codecs.Bytes{}, t.Process),
+		goka.Loop(codecs.Bytes{}, t.Process),
+		goka.Persist(codecs.Seen{}),
+		goka.Output(goka.Stream(t.Output), codecs.Bytes{}),
+		goka.Output(goka.Stream(t.DLQ), codecs.Bytes{}),
+	)
+}
+
+// Process is the per-message callback. From the input topic it decodes the
+// event and finds its dedup key; when the record key is not the dedup key it
+// loops the event to the dedup key's partition (the table is keyed by record
+// key). With the record keyed by the dedup key it judges, runs the handler,
+// emits the outputs and marks the key seen, all in the same callback.
+func (t *Topology) Process(ctx goka.Context, msg any) {
+	raw, _ := msg.([]byte)
+	fromLoop := string(ctx.Topic()) == t.LoopTopic()
+	recKey, headers := ctx.Key(), map[string][]byte(ctx.Headers())
+	pos := Position{Topic: string(ctx.Topic()), Partition: ctx.Partition(), Offset: ctx.Offset(), Timestamp: ctx.Timestamp()}
+	if fromLoop {
+		var err error
+		if pos, recKey, headers, err = loopSource(headers); err != nil {
+			t.deadLetter(ctx, raw, ReasonBadLoopRecord, err)
+			return
+		}
+	}
+
+	ev, err := codecs.Decoder{ID: t.IDSource}.Decode(raw, headers)
+	if err != nil {
+		t.deadLetter(ctx, raw, codecs.Reason(err), err)
+		return
+	}
+	key, err := t.Table.Key(ev)
+	if err != nil {
+		t.deadLetter(ctx, raw, ReasonNoAggregateID, err)
+		return
+	}
+	if !fromLoop && key != ctx.Key() {
+		ctx.Loopback(key, raw, goka.WithCtxEmitHeaders(loopHeaders(recKey, headers, pos)))
+		t.Observer.Rekeyed()
+		return
+	}
+	t.dedup(ctx, &Input{Event: ev, Key: recKey, Headers: headers, Position: pos}, raw)
+}
+
+func (t *Topology) dedup(ctx goka.Context, in *Input, raw []byte) {
+	now := t.Now()
+	var existing *codecs.SeenRecord
+	if v := ctx.Value(); v != nil {
+		existing = v.(*codecs.SeenRecord)
+	}
+	p := in.Position.Partition
+	switch t.Table.Judge(existing, EventTime(in.Event, in.Position), now) {
+	case Duplicate:
+		t.Observer.Skipped(p)
+		return
+	case Expired:
+		t.Observer.Expired(p)
+	case TooOld:
+		t.Observer.TooOld(p)
+	}
+
+	outs, err := t.handle(ctx.Context(), in)
+	if err != nil {
+		// Not marked: a re-drive from the dead-letter topic processes it.
+		t.deadLetter(ctx, raw, ReasonHandlerError, err)
+		return
+	}
+	for _, m := range outs {
+		ctx.Emit(goka.Stream(t.Output), m.Key, m.Value, goka.WithCtxEmitHeaders(m.Headers))
+	}
+	ctx.SetValue(t.Table.Record(in.Event, in.Position, now))
+	t.Observer.Processed(p, now.Sub(in.Position.Timestamp))
+}
+
+// handle runs the handler with bounded retries and exponential backoff.
+func (t *Topology) handle(ctx context.Context, in *Input) ([]Message, error) {
+	backoff := t.RetryBackoff
+	for attempt := 0; ; attempt++ {
+		outs, err := t.Handler.Handle(ctx, in)
+		if err == nil {
+			return outs, nil
+		}
+		t.Observer.HandlerError()
+		if attempt >= t.HandlerRetries {
+			return nil, fmt.Errorf("handler failed %d times, last: %w", attempt+1, err)
+		}
+		t.Logger.Warn("handler failed, retrying", "event", in.Event.EventID, "attempt", attempt+1, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+}
+
+func (t *Topology) deadLetter(ctx goka.Context, raw []byte, reason string, cause error) {
+	h := make(goka.Headers, len(ctx.Headers())+6)
+	for k, v := range ctx.Headers() {
+		h[k] = v
+	}
+	h[HeaderDLQReason] = []byte(reason)
+	h[HeaderDLQError] = []byte(cause.Error())
+	h[HeaderDLQGroup] = []byte(t.Group)
+	h[HeaderDLQTopic] = []byte(ctx.Topic())
+	h[HeaderDLQPartition] = []byte(strconv.Itoa(int(ctx.Partition())))
+	h[HeaderDLQOffset] = []byte(strconv.FormatInt(ctx.Offset(), 10))
+	ctx.Emit(goka.Stream(t.DLQ), ctx.Key(), raw, goka.WithCtxEmitHeaders(h))
+	t.Observer.DeadLettered(reason)
+	t.Logger.Warn("dead-lettered", "reason", reason, "topic", ctx.Topic(), "partition", ctx.Partition(), "offset", ctx.Offset(), "err", cause)
+}
+
+// loopHeaders carries the original position through the loop topic so the
+// seen record and the handler see where the event really came from.
+func loopHeaders(key string, headers map[string][]byte, pos Position) goka.Headers {
+	h := make(goka.Headers, len(headers)+5)
+	for k, v := range headers {
+		h[k] = v
+	}
+	h[headerLoopSrcKey] = []byte(key)
+	h[headerLoopSrcTopic] = []byte(pos.Topic)
+	h[headerLoopSrcPart] = []byte(strconv.Itoa(int(pos.Partition)))
+	h[headerLoopSrcOffset] = []byte(strconv.FormatInt(pos.Offset, 10))
+	h[headerLoopSrcTimeRFC] = []byte(pos.Timestamp.UTC().Format(time.RFC3339Nano))
+	return h
+}
+
+// loopSource reads loopHeaders back: the original position, key and headers.
+func loopSource(headers map[string][]byte) (Position, string, map[string][]byte, error) {
+	var pos Position
+	part, err1 := strconv.ParseInt(string(headers[headerLoopSrcPart]), 10, 32)
+	off, err2 := strconv.ParseInt(string(headers[headerLoopSrcOffset]), 10, 64)
+	ts, err3 := time.Parse(time.RFC3339Nano, string(headers[headerLoopSrcTimeRFC]))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return pos, "", headers, fmt.Errorf("loop record without its source position: %w", err)
+	}
+	pos = Position{Topic: string(headers[headerLoopSrcTopic]), Partition: int32(part), Offset: off, Timestamp: ts}
+	orig := make(map[string][]byte, len(headers))
+	for k, v := range headers {
+		switch k {
+		case headerLoopSrcKey, headerLoopSrcTopic, headerLoopSrcPart, headerLoopSrcOffset, headerLoopSrcTimeRFC:
+		default:
+			orig[k] = v
+		}
+	}
+	return pos, string(headers[headerLoopSrcKey]), orig, nil
+}
