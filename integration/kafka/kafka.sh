@@ -133,6 +133,17 @@ check_ports() {
   done
 }
 
+# Writes node N's config and, on first use, formats its storage (a JVM run of ~2 s).
+format_node() {
+  local d; d="$(ndir "$1")"
+  mkdir -p "$d/data" "$d/logs"
+  write_config "$1"
+  [[ -f $d/data/meta.properties ]] && return 0
+  "$JAVA" -cp "$LIBS/*" -Dlog4j.configuration="file:$HERE/tools-log4j.properties" \
+    kafka.tools.StorageTool format -t "$CLUSTER_ID" -c "$d/server.properties" >"$d/format.log" 2>&1 \
+    || { cat "$d/format.log" >&2; die "storage format failed for node $1"; }
+}
+
 # Starts node N in the background unless it already runs; does not wait.
 start_node() {
   local n=$1 d pid p
@@ -141,13 +152,7 @@ start_node() {
     log "node $n already running (pid $pid) on 127.0.0.1:$(bport "$n")"; return 0
   fi
   check_ports "$n"
-  mkdir -p "$d/data" "$d/logs"
-  write_config "$n"
-  if [[ ! -f $d/data/meta.properties ]]; then
-    "$JAVA" -cp "$LIBS/*" -Dlog4j.configuration="file:$HERE/tools-log4j.properties" \
-      kafka.tools.StorageTool format -t "$CLUSTER_ID" -c "$d/server.properties" >"$d/format.log" 2>&1 \
-      || { cat "$d/format.log" >&2; die "storage format failed for node $n"; }
-  fi
+  format_node "$n"
   # Readiness is judged only on log lines written after this point (the log is appended).
   echo $(($(stat -c%s "$d/logs/server.log" 2>/dev/null || echo 0) + 1)) >"$d/log.offset"
   # 8>&- 9>&-: the broker must not inherit our lock fds, or it would hold the locks forever.
@@ -189,8 +194,11 @@ up() {
     while CLUSTER_ID="$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)"; [[ $CLUSTER_ID == -* ]]; do :; done
     printf 'NODES=%s\nPORT=%s\nCPORT=%s\nCLUSTER_ID=%s\n' "$NODES" "$PORT" "$CPORT" "$CLUSTER_ID" >"$DATA/cluster.env"
   fi
-  # Start every node before waiting on any: a broker only becomes ready once a quorum
-  # of controllers is up.
+  # Format new nodes in parallel (saves seconds on 3 nodes); start every node before
+  # waiting on any, as a broker only becomes ready once a quorum of controllers is up.
+  local pids=() p
+  for ((n = 1; n <= NODES; n++)); do pid_of "$n" >/dev/null || { format_node "$n" & pids+=("$!"); }; done
+  for p in "${pids[@]}"; do wait "$p" || exit 1; done
   for ((n = 1; n <= NODES; n++)); do start_node "$n"; done
   for ((n = 1; n <= NODES; n++)); do wait_ready "$n"; done
   log "ready: $(brokers)"

@@ -1,0 +1,67 @@
+// Command processor is the exactly-once deduplicating stream processor.
+//
+//	processor run  --brokers .. --group .. --input .. --output ..   run the worker
+//	processor demo                                                  try it on an embedded broker
+//
+// main only wires: configuration is parsed and validated in config.go, the
+// worker is assembled in run.go, the demo lives in demo.go.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: processor <command> [flags]
+
+commands:
+  run    run the worker (processor run -h lists the flags)
+  demo   run the worker on an embedded Kafka-protocol broker with a sample stream
+`
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	// SIGTERM and SIGINT cancel ctx; the worker then finishes the message in
+	// hand, commits and closes.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	var err error
+	switch args[0] {
+	case "run":
+		var cfg *Config
+		cfg, err = parseConfig("processor run", args[1:], os.LookupEnv)
+		if err == nil {
+			err = runWorker(ctx, cfg, os.Stderr)
+		}
+	case "demo":
+		err = runDemo(ctx, args[1:], stdout)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "processor: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "processor %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/dedupkit/dedup/atleastonce"
+	"github.com/dedupkit/dedup/metrics"
+)
+
+// runWorker assembles the worker from cfg and runs it until ctx is done.
+func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
+	log := newLogger(cfg, logOut)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg, cfg.Group)
+	topo := cfg.Topology(m, log)
+
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return fmt.Errorf("--state-dir: %w", err)
+	}
+	runner, err := atleastonce.New(atleastonce.Config{
+		Brokers: cfg.Brokers, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
+		Replication: int16(cfg.Replication), ClientID: "dedup-" + cfg.Group, Logger: log,
+		TableSize: m.TableSize,
+	}, topo)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waitHTTP := func() error { return nil }
+	if cfg.HTTPAddr != "" {
+		waitHTTP, err = metrics.Serve(ctx, cfg.HTTPAddr, metrics.Handler(reg, runner.Ready), log)
+		if err != nil {
+			return fmt.Errorf("--http-addr: %w", err)
+		}
+	}
+	log.Info("worker starting", "guarantee", cfg.Guarantee, "group", cfg.Group, "input", cfg.Input,
+		"output", cfg.Output, "dlq", cfg.DLQ, "keyType", cfg.KeyType, "retention", cfg.Retention)
+	runErr := runner.Run(ctx)
+	cancel()
+	err = errors.Join(runErr, waitHTTP())
+	log.Info("worker stopped", "err", err)
+	return err
+}

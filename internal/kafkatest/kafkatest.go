@@ -1,0 +1,263 @@
+// Package kafkatest has the few Kafka client steps shared by the demo and the
+// integration tests: create a topic, produce records, read a topic back
+// read_committed until a condition holds.
+package kafkatest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/dedupkit/dedup/internal/kafkautil"
+)
+
+// Record is a Kafka record as the tests see it.
+type Record struct {
+	Key       string
+	Value     []byte
+	Headers   map[string][]byte
+	Partition int32
+	Offset    int64
+}
+
+// Config is the client configuration the helpers use.
+func Config() *sarama.Config {
+	c := sarama.NewConfig()
+	c.Version = kafkautil.SaramaVersion
+	c.ClientID = "dedup-kafkatest"
+	c.Producer.Return.Successes = true
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Producer.Partitioner = sarama.NewHashPartitioner
+	c.Consumer.IsolationLevel = sarama.ReadCommitted
+	c.Consumer.Return.Errors = true
+	c.Metadata.Retry.Max = 10
+	return c
+}
+
+// CreateTopic creates topic with the broker's default replication factor.
+func CreateTopic(brokers []string, topic string, partitions int32) error {
+	admin, err := sarama.NewClusterAdmin(brokers, Config())
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	err = admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: -1}, false)
+	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+// Produce writes recs in order (keyed records go to the key's hash
+// partition) and returns them with partitions and offsets filled in.
+func Produce(brokers []string, topic string, recs []Record) ([]Record, error) {
+	p, err := sarama.NewSyncProducer(brokers, Config())
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	out := make([]Record, len(recs))
+	for i, r := range recs {
+		msg := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(r.Key)}
+		if r.Value != nil {
+			msg.Value = sarama.ByteEncoder(r.Value)
+		}
+		for k, v := range r.Headers {
+			msg.Headers = append(msg.Headers, sarama.RecordHeader{Key: []byte(k), Value: v})
+		}
+		part, off, err := p.SendMessage(msg)
+		if err != nil {
+			return nil, fmt.Errorf("produce record %d to %s: %w", i, topic, err)
+		}
+		r.Partition, r.Offset = part, off
+		out[i] = r
+	}
+	return out, nil
+}
+
+// ReadUntil reads every partition of topic from the oldest offset,
+// read_committed, and returns once until(records so far) is true, or with
+// ctx's error and what it has. Records are ordered by partition and offset.
+func ReadUntil(ctx context.Context, brokers []string, topic string, until func([]Record) bool) ([]Record, error) {
+	consumer, err := sarama.NewConsumer(brokers, Config())
+	if err != nil {
+		return nil, err
+	}
+	defer consumer.Close()
+	parts, err := consumer.Partitions(topic)
+	if err != nil {
+		return nil, fmt.Errorf("partitions of %s: %w", topic, err)
+	}
+	var (
+		mu   sync.Mutex
+		recs []Record
+	)
+	check := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, p := range parts {
+		pc, err := consumer.ConsumePartition(topic, p, sarama.OffsetOldest)
+		if err != nil {
+			return nil, fmt.Errorf("consume %s/%d: %w", topic, p, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer pc.Close()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case m := <-pc.Messages():
+					h := make(map[string][]byte, len(m.Headers))
+					for _, rh := range m.Headers {
+						h[string(rh.Key)] = rh.Value
+					}
+					mu.Lock()
+					recs = append(recs, Record{Key: string(m.Key), Value: m.Value, Headers: h, Partition: m.Partition, Offset: m.Offset})
+					mu.Unlock()
+					select {
+					case check <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	snapshot := func() []Record {
+		mu.Lock()
+		defer mu.Unlock()
+		out := append([]Record(nil), recs...)
+		sort.Slice(out, func(i, j int) bool {
+			if out[i].Partition != out[j].Partition {
+				return out[i].Partition < out[j].Partition
+			}
+			return out[i].Offset < out[j].Offset
+		})
+		return out
+	}
+	// An empty topic may already satisfy until.
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if got := snapshot(); until(got) {
+			cancel()
+			wg.Wait()
+			return got, nil
+		}
+		select {
+		case <-ctx.Done():
+			cancel()
+			wg.Wait()
+			return snapshot(), ctx.Err()
+		case <-check:
+		case <-tick.C:
+		}
+	}
+}
+
+// AtLeast is an until condition: n records or more.
+func AtLeast(n int) func([]Record) bool {
+	return func(r []Record) bool { return len(r) >= n }
+}
+
+// EndOffsets returns the high-water mark of every partition of topic.
+func EndOffsets(brokers []string, topic string) (map[int32]int64, error) {
+	client, err := sarama.NewClient(brokers, Config())
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		return nil, err
+	}
+	ends := make(map[int32]int64, len(parts))
+	for _, p := range parts {
+		if ends[p], err = client.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
+			return nil, err
+		}
+	}
+	return ends, nil
+}
+
+// WaitCommitted waits until group has committed, for every partition of
+// topic, the offset the partition had reached when the wait began: the
+// worker has then processed everything written before.
+func WaitCommitted(ctx context.Context, brokers []string, group, topic string) error {
+	ends, err := EndOffsets(brokers, topic)
+	if err != nil {
+		return err
+	}
+	admin, err := sarama.NewClusterAdmin(brokers, Config())
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	parts := make([]int32, 0, len(ends))
+	for p := range ends {
+		parts = append(parts, p)
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last map[int32]int64
+	for {
+		resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
+		if err == nil {
+			last = map[int32]int64{}
+			done := true
+			for p, end := range ends {
+				b := resp.GetBlock(topic, p)
+				off := int64(-1)
+				if b != nil {
+					off = b.Offset
+				}
+				last[p] = off
+				if end > 0 && off < end {
+					done = false
+				}
+			}
+			if done {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("group %s did not commit %s up to %v (committed %v): %w", group, topic, ends, last, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// ReadAll reads topic up to the high-water marks it has when called. Only
+// for topics without transactions: a commit marker at the end would never be
+// delivered.
+func ReadAll(ctx context.Context, brokers []string, topic string) ([]Record, error) {
+	ends, err := EndOffsets(brokers, topic)
+	if err != nil {
+		return nil, err
+	}
+	return ReadUntil(ctx, brokers, topic, func(recs []Record) bool {
+		last := map[int32]int64{}
+		for _, r := range recs {
+			last[r.Partition] = r.Offset
+		}
+		for p, end := range ends {
+			if end > 0 && last[p] < end-1 {
+				return false
+			}
+			if end > 0 {
+				if _, ok := last[p]; !ok {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}

@@ -1,0 +1,59 @@
+// Package kafkautil holds the small Kafka admin steps both runtimes share.
+package kafkautil
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// ErrNoInputTopic is returned when the input topic does not exist: the
+// worker never creates it, since its partition count is the producers' choice.
+var ErrNoInputTopic = errors.New("input topic does not exist")
+
+// SaramaVersion is the protocol version the worker speaks: Kafka 2.8 or newer
+// (transactions with group metadata need 2.5; replication factor -1, "broker
+// default", needs 2.4).
+var SaramaVersion = sarama.V2_8_0_0
+
+// EnsureTopics checks that input exists and creates each of the others that
+// is missing with the input's partition count and the broker's default
+// replication factor when replication is -1.
+func EnsureTopics(admin sarama.ClusterAdmin, input string, replication int16, others ...string) (partitions int32, err error) {
+	meta, err := admin.DescribeTopics([]string{input})
+	if err != nil {
+		return 0, fmt.Errorf("describe topic %q: %w", input, err)
+	}
+	if len(meta) != 1 || errors.Is(meta[0].Err, sarama.ErrUnknownTopicOrPartition) {
+		return 0, fmt.Errorf("%w: %q (create it first; its partition count sets the worker's parallelism)", ErrNoInputTopic, input)
+	}
+	if meta[0].Err != sarama.ErrNoError {
+		return 0, fmt.Errorf("describe topic %q: %w", input, meta[0].Err)
+	}
+	partitions = int32(len(meta[0].Partitions))
+	for _, t := range others {
+		err := admin.CreateTopic(t, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: replication}, false)
+		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+			return 0, fmt.Errorf("create topic %q: %w", t, err)
+		}
+	}
+	return partitions, nil
+}
+
+// WaitForBroker retries connecting until a broker answers or the deadline
+// passes, so a worker started next to a booting broker does not crash-loop.
+func WaitForBroker(brokers []string, cfg *sarama.Config, timeout time.Duration) (sarama.Client, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		client, err := sarama.NewClient(brokers, cfg)
+		if err == nil {
+			return client, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no broker of %v answered within %v: %w", brokers, timeout, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
