@@ -54,8 +54,8 @@ type Topology struct {
 	HandlerRetries int
 	RetryBackoff   time.Duration
 
-	Observer Observer     // nil: NopObserver
-	Logger   *slog.Logger // nil: slog.Default()
+	Observer Observer         // nil: NopObserver
+	Logger   *slog.Logger     // nil: slog.Default()
 	Now      func() time.Time // nil: time.Now
 }
 
