@@ -1,31 +1,30 @@
 #!/usr/bin/env bash
-# kafka.sh - run a real Apache Kafka (KRaft) broker, or a 3-node cluster, on 127.0.0.1
-# for dedupkit's integration tests. No Docker: the jars come from Maven Central via
-# pom.xml next to this file, and brokers run as plain background JVMs.
+# kafka.sh - run a real Apache Kafka (KRaft) broker, or a 3-node cluster, on 127.0.0.1 for
+# dedupkit's integration tests. No Docker: pom.xml pulls the jars from Maven Central and
+# the brokers run as plain background JVMs.
 #
-# Usage: kafka.sh fetch|up|down|clean|status|brokers|kill N|start N|libs|run CLASS [ARGS]
-#   fetch    download the broker classpath once into $KAFKA_CACHE/libs
-#   up       fetch if needed, start all nodes, wait until each broker is RUNNING
-#   down     stop every node (SIGTERM, SIGKILL after 30 s); KAFKA_CLEAN=1 also deletes the data dir
-#   clean    down + delete the data dir
-#   status   one line per node: id, pid, ports, alive|dead
-#   brokers  bootstrap list, e.g. 127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094
-#   kill N   SIGKILL node N (broker-failure tests);  start N  restart it and wait until ready
-#   libs     print the classpath dir;  run CLASS ARGS  run a Kafka CLI class with that classpath,
-#            e.g. kafka.sh run org.apache.kafka.tools.TopicCommand --bootstrap-server ... --list
-#
-# Environment (defaults):
-#   KAFKA_NODES=1             1 = single node; 3 = three broker+controller nodes, 3-voter quorum
-#   KAFKA_PORT=9092           node i (1-based) listens for clients on KAFKA_PORT+i-1
-#   KAFKA_CONTROLLER_PORT=KAFKA_PORT+100   node i's KRaft controller port is this +i-1
-#   KAFKA_DATA=<repo>/.kafka  node i keeps config, data, logs, pid in $KAFKA_DATA/node-i
-#   KAFKA_CACHE=~/.cache/dedupkit/kafka-<version>   jar cache (outside the repo)
-#   KAFKA_HEAP="-Xmx512m -Xms256m" per node; KAFKA_JVM_OPTS extra JVM flags
-#   KAFKA_EXTRA_PROPS         "k=v k2=v2" (space or newline separated) appended to every
-#                             server.properties at each start; later keys win
-#   KAFKA_START_TIMEOUT=90    seconds to wait for each node to become ready
-# The shape (nodes, ports, cluster id) is saved in $KAFKA_DATA/cluster.env on first `up`;
-# later commands read it, so only `up` needs the env vars. Change shape with `clean`.
+# Usage: kafka.sh COMMAND
+#   fetch        download the classpath once into $KAFKA_CACHE/libs (skipped when complete)
+#   up           fetch if needed, start every node, wait until each broker is RUNNING
+#   down         stop every node (SIGTERM, SIGKILL after 30 s); KAFKA_CLEAN=1: as clean
+#   clean        down, then delete the data dir
+#   status       one line per node: id, pid, ports, alive|dead
+#   brokers      bootstrap list: 127.0.0.1:9092[,127.0.0.1:9093,127.0.0.1:9094]
+#   kill N       SIGKILL node N;   start N   restart node N and wait until it is ready
+#   libs         print the classpath dir (fetch first if needed)
+#   run CLASS .. run a Kafka CLI class, e.g. kafka.sh run org.apache.kafka.tools.TopicCommand
+#                --bootstrap-server "$(kafka.sh brokers)" --list
+# Environment (default):
+#   KAFKA_NODES (1)       3 = three broker+controller nodes forming a 3-voter quorum
+#   KAFKA_PORT (9092)     node i (1-based) serves clients on KAFKA_PORT+i-1 ...
+#   KAFKA_CONTROLLER_PORT (KAFKA_PORT+100)  ... and its KRaft controller on this+i-1
+#   KAFKA_DATA (<repo>/.kafka)  node i's config, data, logs, pid in $KAFKA_DATA/node-i
+#   KAFKA_CACHE (~/.cache/dedupkit/kafka-<version>)  jar cache, outside the repo
+#   KAFKA_HEAP (-Xmx512m -Xms256m) per node; KAFKA_JVM_OPTS extra JVM flags
+#   KAFKA_EXTRA_PROPS     k=v pairs (space/newline separated) appended to server.properties
+#                         at every start; later keys win. KAFKA_START_TIMEOUT (90) seconds.
+# The shape (nodes, ports, cluster id) is saved in $KAFKA_DATA/cluster.env by the first
+# `up`; other commands read it, so only `up` needs the env vars. Reshape with `clean`.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -80,7 +79,7 @@ cport() { echo $((CPORT + $1 - 1)); }
 # kill -0 also succeeds on a zombie; a zombie broker is dead for our purposes.
 alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-check_node() { [[ $1 =~ ^[0-9]+$ ]] && ((1 <= $1 && $1 <= NODES)) || die "no node '$1' (nodes: 1..$NODES)"; }
+check_node() { { [[ $1 =~ ^[0-9]+$ ]] && ((1 <= $1 && $1 <= NODES)); } || die "no node '$1' (nodes: 1..$NODES)"; }
 
 # Prints the pid of node N's broker if it is alive. The cmdline check guards against a
 # recycled pid (and a zombie, whose cmdline is empty).
@@ -123,14 +122,12 @@ log.cleaner.min.cleanable.ratio=0.01
 num.network.threads=2
 num.io.threads=4
 EOF
-  tr ' \t' '\n\n' <<<"${KAFKA_EXTRA_PROPS:-}" | grep -v '^$' >>"$d/server.properties" || true
+  tr -s '[:blank:]' '\n' <<<"${KAFKA_EXTRA_PROPS:-}" | grep -v '^$' >>"$d/server.properties" || true
 }
 
 check_ports() {
-  local p
-  for p in "$(bport "$1")" "$(cport "$1")"; do
-    ! port_open "$p" || die "port $p is taken by another process (not a node of $DATA); stop it or set KAFKA_PORT"
-  done
+  local p; for p in "$(bport "$1")" "$(cport "$1")"; do
+    ! port_open "$p" || die "port $p is taken by another process (not a node of $DATA); stop it or set KAFKA_PORT"; done
 }
 
 # Writes node N's config and, on first use, formats its storage (a JVM run of ~2 s).
@@ -146,11 +143,9 @@ format_node() {
 
 # Starts node N in the background unless it already runs; does not wait.
 start_node() {
-  local n=$1 d pid p
+  local n=$1 d pid
   d="$(ndir "$n")"
-  if pid="$(pid_of "$n")"; then
-    log "node $n already running (pid $pid) on 127.0.0.1:$(bport "$n")"; return 0
-  fi
+  pid="$(pid_of "$n")" && { log "node $n already running (pid $pid) on 127.0.0.1:$(bport "$n")"; return 0; }
   check_ports "$n"
   format_node "$n"
   # Readiness is judged only on log lines written after this point (the log is appended).
@@ -170,10 +165,7 @@ wait_ready() {
   local n=$1 d off deadline=$((SECONDS + TIMEOUT))
   d="$(ndir "$n")"; off="$(cat "$d/log.offset" 2>/dev/null || echo 1)"
   until port_open "$(bport "$n")" && tail -c +"$off" "$d/logs/server.log" 2>/dev/null | grep -qF "$READY"; do
-    if ! pid_of "$n" >/dev/null; then
-      tail -n 20 "$d/stdout.log" >&2 || true
-      die "node $n exited during startup; see $d/stdout.log and $d/logs/server.log"
-    fi
+    pid_of "$n" >/dev/null || { tail -n 20 "$d/stdout.log" >&2 || true; die "node $n exited during startup; see $d/stdout.log, $d/logs/server.log"; }
     ((SECONDS < deadline)) || die "node $n not ready after ${TIMEOUT}s; see $d/logs/server.log"
     sleep 0.5
   done
@@ -186,7 +178,7 @@ up() {
   if [[ -f $DATA/cluster.env ]] && [[ ${KAFKA_NODES:-$NODES} != "$NODES" || ${KAFKA_PORT:-$PORT} != "$PORT" ]]; then
     die "$DATA holds a $NODES-node cluster on port $PORT; run 'kafka.sh clean' to change its shape"
   fi
-  local n
+  local n pids=() p
   if [[ ! -f $DATA/cluster.env ]]; then
     for ((n = 1; n <= NODES; n++)); do check_ports "$n"; done   # before committing to a shape
     # A cluster id is 16 random bytes in unpadded base64url (Kafka's Uuid); a leading '-'
@@ -196,7 +188,6 @@ up() {
   fi
   # Format new nodes in parallel (saves seconds on 3 nodes); start every node before
   # waiting on any, as a broker only becomes ready once a quorum of controllers is up.
-  local pids=() p
   for ((n = 1; n <= NODES; n++)); do pid_of "$n" >/dev/null || { format_node "$n" & pids+=("$!"); }; done
   for p in "${pids[@]}"; do wait "$p" || exit 1; done
   for ((n = 1; n <= NODES; n++)); do start_node "$n"; done
@@ -226,17 +217,17 @@ down() {
   fi
 }
 
-kill_node() {
-  local pid
-  if pid="$(pid_of "$1")"; then kill -KILL "$pid"; log "node $1 (pid $pid) killed"
-  else log "node $1 was not running"; fi
-  rm -f "$(ndir "$1")/kafka.pid"
+kill_node() {   # returns once the process is gone, so its ports are free for `start N`
+  local pid i
+  pid="$(pid_of "$1")" || { log "node $1 was not running"; return 0; }
+  kill -KILL "$pid"; for ((i = 0; i < 50; i++)); do alive "$pid" || break; sleep 0.1; done
+  rm -f "$(ndir "$1")/kafka.pid"; log "node $1 (pid $pid) killed"
 }
 
 status() {
-  local n pid
+  local n pid state
   for ((n = 1; n <= NODES; n++)); do
-    pid="$(pid_of "$n")" && state=alive || { state=dead; pid=-; }
+    if pid="$(pid_of "$n")"; then state=alive; else state=dead pid=-; fi
     echo "node $n pid $pid broker 127.0.0.1:$(bport "$n") controller 127.0.0.1:$(cport "$n") $state"
   done
 }
@@ -247,7 +238,8 @@ brokers() {
   echo "$out"
 }
 
-lock_data() { mkdir -p "$DATA"; exec 9>"$DATA/.lock"; flock 9; }
+# The data dir ignores itself, so <repo>/.kafka never shows up in git status.
+lock_data() { mkdir -p "$DATA"; [[ -f $DATA/.gitignore ]] || echo '*' >"$DATA/.gitignore"; exec 9>"$DATA/.lock"; flock 9; }
 
 load_layout
 case "${1:-}" in
@@ -262,6 +254,6 @@ case "${1:-}" in
   brokers) brokers ;;
   libs)    fetch; echo "$LIBS" ;;
   run)     shift; [[ $# -gt 0 ]] || die "usage: kafka.sh run CLASS [ARGS...]"; fetch
-           exec "$JAVA" -cp "$LIBS/*" -Dlog4j.configuration="file:$HERE/tools-log4j.properties" "$@" ;;
+           exec "$JAVA" -cp "$LIBS/*" -Dlog4j.configuration="file:$HERE/tools-log4j.properties" "$@" 8>&- ;;
   *)       sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -1,0 +1,56 @@
+# The two commands a new user needs:
+#   make demo   the worker on an embedded Kafka-protocol broker, no services needed
+#   make test   every test: starts a real Apache Kafka (integration/kafka/kafka.sh),
+#               runs unit + integration tests against it, fuzzes the codecs briefly
+GO        ?= go
+KAFKA     := integration/kafka/kafka.sh
+FUZZTIME  ?= 10s
+TESTFLAGS ?=
+
+.PHONY: all build demo test unit integration fuzz kafka-up kafka-down vet
+
+all: build
+
+build:
+	$(GO) build -o bin/processor ./cmd/processor
+
+demo:
+	$(GO) run ./cmd/processor demo
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+
+# Unit tier only: integration tests skip without KAFKA_BROKERS.
+unit:
+	$(GO) test -count=1 $(TESTFLAGS) ./...
+
+# Starts Kafka unless one is already running for this checkout, and stops it
+# afterwards only if it started it. KAFKA_BROKERS set by the caller wins:
+# then no local broker is started at all.
+test: vet
+	@set -e; \
+	if [ -n "$$KAFKA_BROKERS" ]; then \
+	  echo "make test: using KAFKA_BROKERS=$$KAFKA_BROKERS"; \
+	  $(GO) test -count=1 -timeout 15m $(TESTFLAGS) ./...; \
+	else \
+	  started=; \
+	  if ! $(KAFKA) status 2>/dev/null | grep -q alive; then $(KAFKA) up; started=1; fi; \
+	  status=0; \
+	  KAFKA_BROKERS=$$($(KAFKA) brokers) $(GO) test -count=1 -timeout 15m $(TESTFLAGS) ./... || status=$$?; \
+	  if [ -n "$$started" ]; then $(KAFKA) down; fi; \
+	  exit $$status; \
+	fi
+	$(MAKE) --no-print-directory fuzz
+
+# Bounded fuzzing of the codecs: garbage must never panic.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) ./codecs
+	$(GO) test -run '^$$' -fuzz '^FuzzSeen$$' -fuzztime $(FUZZTIME) ./codecs
+
+# A single local broker on 127.0.0.1:$${KAFKA_PORT:-9092} (KAFKA_NODES=3 for three).
+kafka-up:
+	$(KAFKA) up
+
+kafka-down:
+	$(KAFKA) down

@@ -1,0 +1,184 @@
+// Package integration runs the worker against a real Kafka broker. The
+// brokers come from KAFKA_BROKERS (comma-separated); `make test` starts a
+// local Apache Kafka with integration/kafka/kafka.sh and sets it, and a user
+// can point the tests at a cluster of their own. Without KAFKA_BROKERS the
+// tests are skipped, so `go test ./...` alone runs the unit tier.
+package integration
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/atleastonce"
+	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/kafkatest"
+)
+
+func brokers(t *testing.T) []string {
+	t.Helper()
+	v := os.Getenv("KAFKA_BROKERS")
+	if v == "" {
+		t.Skip("KAFKA_BROKERS is not set; `make test` starts a broker and sets it")
+	}
+	return strings.Split(v, ",")
+}
+
+// unique returns a name no earlier run used, so tests never share topics or
+// groups and can run against a long-lived cluster.
+func unique(name string) string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return name + "-" + hex.EncodeToString(b)
+}
+
+// counter is a dedup.Observer that tests read.
+type counter struct {
+	dedup.NopObserver
+	mu                         sync.Mutex
+	processed, skipped, rekeys int
+	dead                       map[string]int
+}
+
+func (c *counter) Processed(int32, time.Duration) { c.mu.Lock(); c.processed++; c.mu.Unlock() }
+func (c *counter) Skipped(int32)                  { c.mu.Lock(); c.skipped++; c.mu.Unlock() }
+func (c *counter) Rekeyed()                       { c.mu.Lock(); c.rekeys++; c.mu.Unlock() }
+func (c *counter) DeadLettered(reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead == nil {
+		c.dead = map[string]int{}
+	}
+	c.dead[reason]++
+}
+
+func (c *counter) counts() (processed, skipped int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.processed, c.skipped
+}
+
+// env is one test's topics on the shared broker.
+type env struct {
+	t       *testing.T
+	brokers []string
+	input   string
+	output  string
+}
+
+func newEnv(t *testing.T, partitions int32) *env {
+	e := &env{t: t, brokers: brokers(t), input: unique("in"), output: unique("out")}
+	if err := kafkatest.CreateTopic(e.brokers, e.input, partitions); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) topology(group string, obs dedup.Observer) *dedup.Topology {
+	return &dedup.Topology{
+		Group: group, Input: e.input, Output: e.output, DLQ: group + "-dlq",
+		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour},
+		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward(),
+		Observer: obs, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+}
+
+// worker is a running at-least-once runner.
+type worker struct {
+	cancel context.CancelFunc
+	done   chan error
+	sizes  sync.Map // partition -> table size
+}
+
+// start runs topo with its state in stateDir until stop.
+func (e *env) start(topo *dedup.Topology, stateDir string) *worker {
+	e.t.Helper()
+	w := &worker{done: make(chan error, 1)}
+	r, err := atleastonce.New(atleastonce.Config{Brokers: e.brokers, StateDir: stateDir,
+		CommitInterval: 100 * time.Millisecond, Replication: -1, ClientID: "it-" + topo.Group, Logger: topo.Logger,
+		TableSize: func(p int32, n int64) { w.sizes.Store(p, n) }}, topo)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	go func() { w.done <- r.Run(ctx) }()
+	e.t.Cleanup(func() { w.stop(e.t) })
+	return w
+}
+
+func (w *worker) stop(t *testing.T) {
+	if w.cancel == nil {
+		return
+	}
+	w.cancel()
+	w.cancel = nil
+	if err := <-w.done; err != nil {
+		t.Errorf("worker: %v", err)
+	}
+}
+
+func (w *worker) tableSize() int64 {
+	var n int64
+	w.sizes.Range(func(_, v any) bool { n += v.(int64); return true })
+	return n
+}
+
+// produce writes events to the input.
+func (e *env) produce(recs ...kafkatest.Record) []kafkatest.Record {
+	e.t.Helper()
+	out, err := kafkatest.Produce(e.brokers, e.input, recs)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// waitProcessed waits until group has committed everything on the input.
+func (e *env) waitProcessed(group string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := kafkatest.WaitCommitted(ctx, e.brokers, group, e.input); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// read returns everything on topic.
+func (e *env) read(topic string) []kafkatest.Record {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	recs, err := kafkatest.ReadAll(ctx, e.brokers, topic)
+	if err != nil {
+		e.t.Fatalf("read %s: %v", topic, err)
+	}
+	return recs
+}
+
+// event is an envelope keyed by its aggregate.
+func event(id, aggregate string) kafkatest.Record {
+	return kafkatest.Record{Key: aggregate, Value: fmt.Appendf(nil, `{"eventId":%q,"aggregateId":%q,"type":"OrderPaid","payload":{"n":1}}`, id, aggregate)}
+}
+
+// eventIDs decodes the event IDs of output records, counting each.
+func eventIDs(t *testing.T, recs []kafkatest.Record) map[string]int {
+	t.Helper()
+	ids := map[string]int{}
+	for _, r := range recs {
+		ev, err := codecs.Decoder{ID: codecs.DefaultIDSource()}.Decode(r.Value, r.Headers)
+		if err != nil {
+			t.Fatalf("output record %q: %v", r.Value, err)
+		}
+		ids[ev.EventID]++
+	}
+	return ids
+}
