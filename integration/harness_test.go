@@ -142,13 +142,17 @@ func (e *env) produce(recs ...kafkatest.Record) []kafkatest.Record {
 	return out
 }
 
-// waitProcessed waits until group has committed everything on the input.
+// waitProcessed waits until group has committed everything on the input and
+// then on its loop topic: events keyed by aggregate are re-keyed through the
+// loop, and the input offset is committed once the loop record is written.
 func (e *env) waitProcessed(group string) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := kafkatest.WaitCommitted(ctx, e.brokers, group, e.input); err != nil {
-		e.t.Fatal(err)
+	for _, topic := range []string{e.input, group + "-loop"} {
+		if err := kafkatest.WaitCommitted(ctx, e.brokers, group, topic); err != nil {
+			e.t.Fatal(err)
+		}
 	}
 }
 

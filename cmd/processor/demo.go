@@ -116,7 +116,12 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- runner.Run(runCtx) }()
+	// Done when the input and then the loop topic (events keyed by order are
+	// re-keyed by event ID through it) are committed to their ends.
 	waitErr := kafkatest.WaitCommitted(ctx, brokers, topo.Group, topo.Input)
+	if waitErr == nil {
+		waitErr = kafkatest.WaitCommitted(ctx, brokers, topo.Group, topo.LoopTopic())
+	}
 	stop()
 	if err := errors.Join(waitErr, <-done); err != nil {
 		return fmt.Errorf("worker: %w", err)

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func envMap(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+var required = []string{"--brokers", "127.0.0.1:9092", "--group", "g", "--input", "in", "--output", "out"}
+
+func TestParseConfigDefaultsAndEnv(t *testing.T) {
+	cfg, err := parseConfig("t", required, envMap(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DLQ != "g-dlq" || cfg.KeyType != "event-id" || cfg.Retention != 7*24*time.Hour ||
+		cfg.CommitInterval != 100*time.Millisecond || cfg.Guarantee != AtLeastOnce || cfg.IDField != "eventId" {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+
+	env := envMap(map[string]string{
+		"PROCESSOR_BROKERS": "a:1, b:2", "PROCESSOR_GROUP": "env-group", "PROCESSOR_INPUT": "i",
+		"PROCESSOR_OUTPUT": "o", "PROCESSOR_RETENTION": "1h", "PROCESSOR_ID_HEADER": "ce_id",
+	})
+	cfg, err = parseConfig("t", []string{"--group", "flag-group"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cfg.Brokers, ",") != "a:1,b:2" || cfg.Group != "flag-group" || cfg.Retention != time.Hour {
+		t.Fatalf("env or precedence wrong: %+v", cfg)
+	}
+	if cfg.IDSourceHeader != "ce_source" {
+		t.Fatalf("--id-header=ce_id should default --id-source-header to ce_source, got %q", cfg.IDSourceHeader)
+	}
+}
+
+func TestParseConfigNamesTheBadFlag(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"no brokers", []string{"--group", "g", "--input", "i", "--output", "o"}, nil, "--brokers: required"},
+		{"broker without port", append([]string{}, append(required, "--brokers", "localhost")...), nil, `--brokers: "localhost" has no port`},
+		{"bad key type", append(required, "--key-type", "offset"), nil, "--key-type:"},
+		{"zero retention", append(required, "--retention", "0s"), nil, "--retention:"},
+		{"unknown guarantee", append(required, "--guarantee", "maybe"), nil, "--guarantee:"},
+		{"exactly-once not built yet", append(required, "--guarantee", "exactly-once"), nil, "--guarantee: exactly-once is not implemented"},
+		{"zero commit interval", append(required, "--commit-interval", "0s"), nil, "--commit-interval:"},
+		{"unknown handler", append(required, "--handler", "nope"), nil, "--handler:"},
+		{"output is input", []string{"--brokers", "a:1", "--group", "g", "--input", "x", "--output", "x"}, nil, "--input:"},
+		{"output is table", []string{"--brokers", "a:1", "--group", "g", "--input", "x", "--output", "g-table"}, nil, "--output:"},
+		{"bad replication", append(required, "--replication-factor", "0"), nil, "--replication-factor:"},
+		{"bad env duration", required, map[string]string{"PROCESSOR_RETENTION": "forever"}, "PROCESSOR_RETENTION (for --retention)"},
+		{"bad log level", append(required, "--log-level", "loud"), nil, "--log-level:"},
+		{"stray argument", append(required, "extra"), nil, "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseConfig("t", tt.args, envMap(tt.env))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}

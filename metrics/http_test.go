@@ -1,0 +1,58 @@
+package metrics
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func TestHandler(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg, "g1")
+	m.Processed(0, 20*time.Millisecond)
+	m.Skipped(0)
+	m.Skipped(1)
+	m.DeadLettered("not-json")
+	m.TableSize(3, 42)
+	var ready atomic.Bool
+	srv := httptest.NewServer(Handler(reg, ready.Load))
+	defer srv.Close()
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	_, body := get("/metrics")
+	for _, want := range []string{
+		`dedup_events_processed_total{group="g1"} 1`,
+		`dedup_duplicates_skipped_total{group="g1"} 2`,
+		`dedup_dead_lettered_total{group="g1",reason="not-json"} 1`,
+		`dedup_table_entries{group="g1",partition="3"} 42`,
+		`dedup_processing_latency_seconds_count{group="g1"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Errorf("/healthz = %d", code)
+	}
+	if code, _ := get("/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while recovering = %d, want 503", code)
+	}
+	ready.Store(true)
+	if code, _ := get("/readyz"); code != 200 {
+		t.Errorf("/readyz when ready = %d", code)
+	}
+}
