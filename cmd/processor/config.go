@@ -37,6 +37,7 @@ type Config struct {
 	HTTPAddr       string
 	Guarantee      string
 	CommitInterval time.Duration
+	Threads        int
 	Handler        string
 	HandlerRetries int
 	RetryBackoff   time.Duration
@@ -63,8 +64,9 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.DurationVar(&cfg.Retention, "retention", dedup.DefaultRetention, "how long a seen ID is remembered; keep it longer than the input topic's retention")
 	fs.StringVar(&cfg.StateDir, "state-dir", "./state", "directory for the local LevelDB tables (rebuilt from Kafka if lost)")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8080", "address for /metrics, /healthz and /readyz; empty disables")
-	fs.StringVar(&cfg.Guarantee, "guarantee", AtLeastOnce, "delivery guarantee: at-least-once (exactly-once is not implemented yet)")
-	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "how often input offsets are committed")
+	fs.StringVar(&cfg.Guarantee, "guarantee", ExactlyOnce, "exactly-once (Kafka transactions; needs Kafka 2.8+) or at-least-once (goka's runtime)")
+	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a transaction (exactly-once) or the offsets (at-least-once) are committed")
+	fs.IntVar(&cfg.Threads, "threads", 1, "consumer-group members (stream threads) in this process; exactly-once only")
 	fs.StringVar(&cfg.Handler, "handler", "forward", "business handler: forward (dedup bridge) or settlements (example)")
 	fs.IntVar(&cfg.HandlerRetries, "handler-retries", 3, "retries of a failing handler before the event is dead-lettered")
 	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", 100*time.Millisecond, "pause before the first handler retry, doubled each time")
@@ -151,14 +153,18 @@ func (cfg *Config) Validate() error {
 		bad("state-dir", "required")
 	}
 	switch cfg.Guarantee {
-	case AtLeastOnce:
-	case ExactlyOnce:
-		bad("guarantee", "exactly-once is not implemented yet in this build; use --guarantee=at-least-once")
+	case AtLeastOnce, ExactlyOnce:
 	default:
 		bad("guarantee", "%q is not at-least-once or exactly-once", cfg.Guarantee)
 	}
 	if cfg.CommitInterval <= 0 {
 		bad("commit-interval", "%v must be positive, e.g. 100ms", cfg.CommitInterval)
+	}
+	if cfg.Threads < 1 || cfg.Threads > 64 {
+		bad("threads", "%d: want 1 to 64", cfg.Threads)
+	}
+	if cfg.Threads > 1 && cfg.Guarantee == AtLeastOnce {
+		bad("threads", "only exactly-once runs several members per process; run more processes instead")
 	}
 	if _, err := handlerByName(cfg.Handler); err != nil {
 		bad("handler", "%v", err)

@@ -18,7 +18,7 @@ func TestParseConfigDefaultsAndEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.DLQ != "g-dlq" || cfg.KeyType != "event-id" || cfg.Retention != 7*24*time.Hour ||
-		cfg.CommitInterval != 100*time.Millisecond || cfg.Guarantee != AtLeastOnce || cfg.IDField != "eventId" {
+		cfg.CommitInterval != 100*time.Millisecond || cfg.Guarantee != ExactlyOnce || cfg.Threads != 1 || cfg.IDField != "eventId" {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 
@@ -50,7 +50,8 @@ func TestParseConfigNamesTheBadFlag(t *testing.T) {
 		{"bad key type", append(required, "--key-type", "offset"), nil, "--key-type:"},
 		{"zero retention", append(required, "--retention", "0s"), nil, "--retention:"},
 		{"unknown guarantee", append(required, "--guarantee", "maybe"), nil, "--guarantee:"},
-		{"exactly-once not built yet", append(required, "--guarantee", "exactly-once"), nil, "--guarantee: exactly-once is not implemented"},
+		{"zero threads", append(required, "--threads", "0"), nil, "--threads:"},
+		{"threads with at-least-once", append(required, "--threads", "2", "--guarantee", "at-least-once"), nil, "--threads: only exactly-once"},
 		{"zero commit interval", append(required, "--commit-interval", "0s"), nil, "--commit-interval:"},
 		{"unknown handler", append(required, "--handler", "nope"), nil, "--handler:"},
 		{"output is input", []string{"--brokers", "a:1", "--group", "g", "--input", "x", "--output", "x"}, nil, "--input:"},

@@ -11,7 +11,14 @@ import (
 
 	"github.com/dedupkit/dedup/atleastonce"
 	"github.com/dedupkit/dedup/metrics"
+	"github.com/dedupkit/dedup/processor"
 )
+
+// worker is what both runtimes offer the command.
+type worker interface {
+	Run(ctx context.Context) error
+	Ready() bool
+}
 
 // runWorker assembles the worker from cfg and runs it until ctx is done.
 func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
@@ -24,11 +31,24 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return fmt.Errorf("--state-dir: %w", err)
 	}
-	runner, err := atleastonce.New(atleastonce.Config{
-		Brokers: cfg.Brokers, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
-		Replication: int16(cfg.Replication), ClientID: "dedup-" + cfg.Group, Logger: log,
-		TableSize: m.TableSize,
-	}, topo)
+	var (
+		w   worker
+		err error
+	)
+	switch cfg.Guarantee {
+	case ExactlyOnce:
+		w, err = processor.New(processor.Config{
+			Brokers: cfg.Brokers, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
+			Threads: cfg.Threads, Replication: int16(cfg.Replication), Logger: log,
+			Hooks: metrics.NewRuntime(reg, m, cfg.Group),
+		}, topo)
+	default:
+		w, err = atleastonce.New(atleastonce.Config{
+			Brokers: cfg.Brokers, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
+			Replication: int16(cfg.Replication), ClientID: "dedup-" + cfg.Group, Logger: log,
+			TableSize: m.TableSize,
+		}, topo)
+	}
 	if err != nil {
 		return err
 	}
@@ -37,14 +57,14 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	defer cancel()
 	waitHTTP := func() error { return nil }
 	if cfg.HTTPAddr != "" {
-		waitHTTP, err = metrics.Serve(ctx, cfg.HTTPAddr, metrics.Handler(reg, runner.Ready), log)
+		waitHTTP, err = metrics.Serve(ctx, cfg.HTTPAddr, metrics.Handler(reg, w.Ready), log)
 		if err != nil {
 			return fmt.Errorf("--http-addr: %w", err)
 		}
 	}
 	log.Info("worker starting", "guarantee", cfg.Guarantee, "group", cfg.Group, "input", cfg.Input,
 		"output", cfg.Output, "dlq", cfg.DLQ, "keyType", cfg.KeyType, "retention", cfg.Retention)
-	runErr := runner.Run(ctx)
+	runErr := w.Run(ctx)
 	cancel()
 	err = errors.Join(runErr, waitHTTP())
 	log.Info("worker stopped", "err", err)

@@ -167,7 +167,10 @@ func AtLeast(n int) func([]Record) bool {
 	return func(r []Record) bool { return len(r) >= n }
 }
 
-// EndOffsets returns the high-water mark of every partition of topic.
+// EndOffsets returns, for every partition of topic, the offset after its
+// last committed record: the high-water mark for plain topics, and below the
+// trailing transaction markers for transactional ones. A group that has
+// committed these offsets has consumed everything written so far.
 func EndOffsets(brokers []string, topic string) (map[int32]int64, error) {
 	client, err := sarama.NewClient(brokers, Config())
 	if err != nil {
@@ -180,16 +183,32 @@ func EndOffsets(brokers []string, topic string) (map[int32]int64, error) {
 	}
 	ends := make(map[int32]int64, len(parts))
 	for _, p := range parts {
-		if ends[p], err = client.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
+		start, lso, err := kafkautil.Bounds(client, topic, p)
+		if err != nil {
 			return nil, err
+		}
+		ends[p] = start
+		// Look at the tail first; fall back to the whole log when the tail
+		// holds nothing but markers.
+		for _, from := range []int64{max(start, lso-1000), start} {
+			_, err := kafkautil.ReadCommitted(context.Background(), client, topic, p, from, lso, func(off int64, _ *sarama.Record) error {
+				ends[p] = off + 1
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			if ends[p] > start || from == start {
+				break
+			}
 		}
 	}
 	return ends, nil
 }
 
 // WaitCommitted waits until group has committed, for every partition of
-// topic, the offset the partition had reached when the wait began: the
-// worker has then processed everything written before.
+// topic, the end EndOffsets reports when the wait begins: the worker has then
+// processed everything written before.
 func WaitCommitted(ctx context.Context, brokers []string, group, topic string) error {
 	ends, err := EndOffsets(brokers, topic)
 	if err != nil {
@@ -213,9 +232,8 @@ func WaitCommitted(ctx context.Context, brokers []string, group, topic string) e
 			last = map[int32]int64{}
 			done := true
 			for p, end := range ends {
-				b := resp.GetBlock(topic, p)
 				off := int64(-1)
-				if b != nil {
+				if b := resp.GetBlock(topic, p); b != nil {
 					off = b.Offset
 				}
 				last[p] = off
@@ -235,29 +253,36 @@ func WaitCommitted(ctx context.Context, brokers []string, group, topic string) e
 	}
 }
 
-// ReadAll reads topic up to the high-water marks it has when called. Only
-// for topics without transactions: a commit marker at the end would never be
-// delivered.
+// ReadAll reads every committed record of topic up to each partition's last
+// stable offset at the time of the call (read_committed; aborted records and
+// transaction markers skipped). Records are ordered by partition and offset.
 func ReadAll(ctx context.Context, brokers []string, topic string) ([]Record, error) {
-	ends, err := EndOffsets(brokers, topic)
+	client, err := sarama.NewClient(brokers, Config())
 	if err != nil {
 		return nil, err
 	}
-	return ReadUntil(ctx, brokers, topic, func(recs []Record) bool {
-		last := map[int32]int64{}
-		for _, r := range recs {
-			last[r.Partition] = r.Offset
+	defer client.Close()
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		return nil, fmt.Errorf("partitions of %s: %w", topic, err)
+	}
+	var recs []Record
+	for _, p := range parts {
+		start, lso, err := kafkautil.Bounds(client, topic, p)
+		if err != nil {
+			return nil, err
 		}
-		for p, end := range ends {
-			if end > 0 && last[p] < end-1 {
-				return false
+		_, err = kafkautil.ReadCommitted(ctx, client, topic, p, start, lso, func(off int64, r *sarama.Record) error {
+			h := make(map[string][]byte, len(r.Headers))
+			for _, rh := range r.Headers {
+				h[string(rh.Key)] = rh.Value
 			}
-			if end > 0 {
-				if _, ok := last[p]; !ok {
-					return false
-				}
-			}
+			recs = append(recs, Record{Key: string(r.Key), Value: r.Value, Headers: h, Partition: p, Offset: off})
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
 		}
-		return true
-	})
+	}
+	return recs, nil
 }

@@ -34,12 +34,27 @@ func EnsureTopics(admin sarama.ClusterAdmin, input string, replication int16, ot
 	}
 	partitions = int32(len(meta[0].Partitions))
 	for _, t := range others {
-		err := admin.CreateTopic(t, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: replication}, false)
-		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
-			return 0, fmt.Errorf("create topic %q: %w", t, err)
+		if err := CreateTopic(admin, t, partitions, replication, nil); err != nil {
+			return 0, err
 		}
 	}
 	return partitions, nil
+}
+
+// CreateTopic creates a topic unless it exists.
+func CreateTopic(admin sarama.ClusterAdmin, name string, partitions int32, replication int16, config map[string]string) error {
+	detail := &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: replication}
+	if len(config) > 0 {
+		detail.ConfigEntries = map[string]*string{}
+		for k, v := range config {
+			detail.ConfigEntries[k] = &v
+		}
+	}
+	err := admin.CreateTopic(name, detail, false)
+	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+		return fmt.Errorf("create topic %q: %w", name, err)
+	}
+	return nil
 }
 
 // WaitForBroker retries connecting until a broker answers or the deadline

@@ -1,0 +1,156 @@
+package kafkautil
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sort"
+
+	"github.com/IBM/sarama"
+)
+
+// Bounds returns a partition's log start offset and its last stable offset
+// (ListOffsets with isolation read_committed). A read_committed reader is
+// caught up at the LSO; "high water mark - 1" may be a transaction marker that
+// is never delivered, so waiting for it hangs.
+func Bounds(client sarama.Client, topic string, partition int32) (start, lso int64, err error) {
+	leader, err := client.Leader(topic, partition)
+	if err != nil {
+		return 0, 0, fmt.Errorf("leader of %s/%d: %w", topic, partition, err)
+	}
+	ask := func(at int64) (int64, error) {
+		req := &sarama.OffsetRequest{Version: 4, IsolationLevel: sarama.ReadCommitted}
+		req.AddBlock(topic, partition, at, 1)
+		resp, err := leader.GetAvailableOffsets(req)
+		if err != nil {
+			return 0, err
+		}
+		b := resp.GetBlock(topic, partition)
+		if b == nil {
+			return 0, fmt.Errorf("no offset block for %s/%d", topic, partition)
+		}
+		if b.Err != sarama.ErrNoError {
+			return 0, b.Err
+		}
+		return b.Offset, nil
+	}
+	if start, err = ask(sarama.OffsetOldest); err != nil {
+		return 0, 0, fmt.Errorf("log start of %s/%d: %w", topic, partition, err)
+	}
+	if lso, err = ask(sarama.OffsetNewest); err != nil {
+		return 0, 0, fmt.Errorf("last stable offset of %s/%d: %w", topic, partition, err)
+	}
+	return start, lso, nil
+}
+
+// ReadCommitted calls fn for every committed record of topic/partition with
+// an offset in [from, to), skipping control batches and the records of
+// aborted transactions, and returns the offset after the last batch read.
+// It uses raw Fetch requests because sarama's PartitionConsumer neither
+// delivers the commit marker at LSO-1 nor exposes its position.
+func ReadCommitted(ctx context.Context, client sarama.Client, topic string, partition int32, from, to int64,
+	fn func(offset int64, rec *sarama.Record) error) (int64, error) {
+	next := from
+	idle := 0
+	for next < to {
+		if err := ctx.Err(); err != nil {
+			return next, err
+		}
+		leader, err := client.Leader(topic, partition)
+		if err != nil {
+			return next, fmt.Errorf("leader of %s/%d: %w", topic, partition, err)
+		}
+		req := &sarama.FetchRequest{Version: 10, MaxWaitTime: 500, MinBytes: 1, MaxBytes: 32 << 20,
+			Isolation: sarama.ReadCommitted, SessionEpoch: -1}
+		req.AddBlock(topic, partition, next, 8<<20, -1)
+		resp, err := leader.Fetch(req)
+		if err != nil {
+			return next, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, next, err)
+		}
+		block := resp.GetBlock(topic, partition)
+		if block == nil {
+			return next, fmt.Errorf("fetch %s/%d: no block in response", topic, partition)
+		}
+		if block.Err != sarama.ErrNoError {
+			if block.Err == sarama.ErrNotLeaderForPartition || block.Err == sarama.ErrLeaderNotAvailable {
+				_ = client.RefreshMetadata(topic)
+				continue
+			}
+			return next, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, next, block.Err)
+		}
+		before := next
+		if next, err = readBlock(block, next, to, fn); err != nil {
+			return next, err
+		}
+		if next == before {
+			// Nothing below the LSO yet (a transaction still open); the
+			// broker waited MaxWaitTime, so this is not a busy loop.
+			if idle++; idle > 120 {
+				return next, fmt.Errorf("fetch %s/%d: no progress at offset %d (target %d) for a minute", topic, partition, next, to)
+			}
+			continue
+		}
+		idle = 0
+	}
+	return next, nil
+}
+
+func readBlock(block *sarama.FetchResponseBlock, next, to int64, fn func(int64, *sarama.Record) error) (int64, error) {
+	aborted := append([]*sarama.AbortedTransaction(nil), block.AbortedTransactions...)
+	sort.Slice(aborted, func(i, j int) bool { return aborted[i].FirstOffset < aborted[j].FirstOffset })
+	abortedPIDs := map[int64]bool{}
+	for _, recs := range block.RecordsSet {
+		batch := recs.RecordBatch
+		if batch == nil {
+			return next, fmt.Errorf("legacy message format is not supported (Kafka 0.11+ record batches only)")
+		}
+		if batch.PartialTrailingRecord && len(batch.Records) == 0 {
+			break
+		}
+		last := batch.FirstOffset + int64(batch.LastOffsetDelta)
+		for len(aborted) > 0 && aborted[0].FirstOffset <= last {
+			abortedPIDs[aborted[0].ProducerID] = true
+			aborted = aborted[1:]
+		}
+		if last < next {
+			continue
+		}
+		if batch.Control {
+			if abortedPIDs[batch.ProducerID] && isAbortMarker(batch) {
+				delete(abortedPIDs, batch.ProducerID)
+			}
+			next = last + 1
+			continue
+		}
+		if batch.IsTransactional && abortedPIDs[batch.ProducerID] {
+			next = last + 1
+			continue
+		}
+		for _, rec := range batch.Records {
+			off := batch.FirstOffset + rec.OffsetDelta
+			if off < next {
+				continue
+			}
+			if off >= to {
+				return next, nil
+			}
+			if err := fn(off, rec); err != nil {
+				return next, err
+			}
+			next = off + 1
+		}
+		if !batch.PartialTrailingRecord {
+			next = max(next, min(last+1, to))
+		}
+	}
+	return next, nil
+}
+
+// isAbortMarker reads a control record's key: int16 version, int16 type
+// (0 abort, 1 commit).
+func isAbortMarker(batch *sarama.RecordBatch) bool {
+	if len(batch.Records) == 0 || len(batch.Records[0].Key) < 4 {
+		return false
+	}
+	return binary.BigEndian.Uint16(batch.Records[0].Key[2:4]) == 0
+}

@@ -1,0 +1,60 @@
+package metrics
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Runtime holds the exactly-once runtime's metrics; it implements
+// processor.Hooks.
+type Runtime struct {
+	*Metrics
+	committed       prometheus.Counter
+	aborted         *prometheus.CounterVec
+	commitSeconds   prometheus.Histogram
+	txnRecords      prometheus.Counter
+	fencings        prometheus.Counter
+	rebalances      prometheus.Counter
+	restored        prometheus.Counter
+	restoreRemainig *prometheus.GaugeVec
+}
+
+// NewRuntime registers the runtime metrics next to m's on reg.
+func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
+	labels := prometheus.Labels{"group": group}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "dedup", Name: name, Help: help, ConstLabels: labels})
+	}
+	r := &Runtime{
+		Metrics:    m,
+		committed:  counter("transactions_committed_total", "Kafka transactions committed."),
+		txnRecords: counter("transaction_records_total", "Records produced in committed transactions (outputs, dead letters, changelog, loop)."),
+		fencings:   counter("fencings_total", "Transactions that failed because this member or producer was fenced (zombie)."),
+		rebalances: counter("rebalances_total", "Group sessions started (assignments)."),
+		restored:   counter("restore_records_total", "Changelog records restored into local tables."),
+		aborted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "dedup", Name: "transactions_aborted_total",
+			Help: "Kafka transactions aborted, by reason (fenced, error).", ConstLabels: labels}, []string{"reason"}),
+		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "dedup", Name: "commit_duration_seconds",
+			Help: "Time to send, add offsets to and commit one transaction.", ConstLabels: labels,
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		restoreRemainig: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dedup", Name: "restore_remaining_records",
+			Help: "Changelog records left to restore, by partition.", ConstLabels: labels}, []string{"partition"}),
+	}
+	reg.MustRegister(r.committed, r.txnRecords, r.fencings, r.rebalances, r.restored, r.aborted, r.commitSeconds, r.restoreRemainig)
+	return r
+}
+
+func (r *Runtime) TxnCommitted(took time.Duration, records int) {
+	r.committed.Inc()
+	r.txnRecords.Add(float64(records))
+	r.commitSeconds.Observe(took.Seconds())
+}
+func (r *Runtime) TxnAborted(reason string) { r.aborted.WithLabelValues(reason).Inc() }
+func (r *Runtime) Fenced()                  { r.fencings.Inc() }
+func (r *Runtime) Rebalanced()              { r.rebalances.Inc() }
+func (r *Runtime) RestoreProgress(partition int32, restored, remaining int64) {
+	r.restored.Add(float64(restored))
+	r.restoreRemainig.WithLabelValues(strconv.Itoa(int(partition))).Set(float64(remaining))
+}

@@ -1,0 +1,151 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
+)
+
+// ErrUnsupported is what Join, Lookup and DeferCommit fail with: the
+// exactly-once runtime has no views and commits only in transactions.
+var ErrUnsupported = errors.New("not supported by the exactly-once runtime")
+
+// manualPartition marks produced messages whose partition is set by the
+// runtime (changelog records: the same partition number as the input).
+type manualPartition struct{}
+
+// txnContext is the goka.Context of one message under the exactly-once
+// runtime. Writes do not leave the process: emits are queued for the
+// transaction and table writes go to the partition's overlay, so nothing is
+// visible until the transaction commits.
+type txnContext struct {
+	m     *member
+	ctx   context.Context
+	msg   *sarama.ConsumerMessage
+	store *store
+}
+
+// failure carries Fail's error out of the callback by panic, as goka does.
+type failure struct{ err error }
+
+func (c *txnContext) Topic() goka.Stream       { return goka.Stream(c.msg.Topic) }
+func (c *txnContext) Key() string              { return string(c.msg.Key) }
+func (c *txnContext) Partition() int32         { return c.msg.Partition }
+func (c *txnContext) Offset() int64            { return c.msg.Offset }
+func (c *txnContext) Group() goka.Group        { return goka.Group(c.m.topo.Group) }
+func (c *txnContext) Timestamp() time.Time     { return c.msg.Timestamp }
+func (c *txnContext) Context() context.Context { return c.ctx }
+func (c *txnContext) Headers() goka.Headers    { return goka.HeadersFromSarama(c.msg.Headers) }
+
+func (c *txnContext) Value() any {
+	data, err := c.store.Get(c.Key())
+	if err != nil {
+		c.Fail(fmt.Errorf("read table: %w", err))
+	}
+	if data == nil {
+		return nil
+	}
+	v, err := c.m.codecs.table.Decode(data)
+	if err != nil {
+		c.Fail(fmt.Errorf("decode table value of %q: %w", c.Key(), err))
+	}
+	return v
+}
+
+func (c *txnContext) SetValue(value any, options ...goka.ContextOption) {
+	if value == nil {
+		c.Fail(errors.New("cannot set nil as value"))
+	}
+	data, err := c.m.codecs.table.Encode(value)
+	if err != nil {
+		c.Fail(fmt.Errorf("encode table value: %w", err))
+	}
+	c.store.Set(c.Key(), data)
+	c.m.queueChangelog(c.msg.Partition, c.Key(), data, c.headers(options))
+}
+
+func (c *txnContext) Delete(options ...goka.ContextOption) {
+	c.store.Delete(c.Key())
+	c.m.queueChangelog(c.msg.Partition, c.Key(), nil, c.headers(options))
+}
+
+func (c *txnContext) Emit(topic goka.Stream, key string, value any, options ...goka.ContextOption) {
+	codec, ok := c.m.codecs.outputs[string(topic)]
+	if !ok {
+		c.Fail(fmt.Errorf("no Output edge for topic %s in the group graph", topic))
+	}
+	c.m.queue(string(topic), key, c.encode(codec, value), c.headers(options))
+}
+
+func (c *txnContext) Loopback(key string, value any, options ...goka.ContextOption) {
+	if c.m.codecs.loop == nil {
+		c.Fail(errors.New("no Loop edge in the group graph"))
+	}
+	c.m.queue(c.m.topo.LoopTopic(), key, c.encode(c.m.codecs.loop, value), c.headers(options))
+}
+
+func (c *txnContext) encode(codec goka.Codec, value any) []byte {
+	if value == nil {
+		return nil
+	}
+	data, err := codec.Encode(value)
+	if err != nil {
+		c.Fail(fmt.Errorf("encode: %w", err))
+	}
+	return data
+}
+
+func (c *txnContext) Join(goka.Table) any { c.Fail(fmt.Errorf("Join: %w", ErrUnsupported)); return nil }
+func (c *txnContext) Lookup(goka.Table, string) any {
+	c.Fail(fmt.Errorf("Lookup: %w", ErrUnsupported))
+	return nil
+}
+func (c *txnContext) DeferCommit() func(error) {
+	c.Fail(fmt.Errorf("DeferCommit: %w", ErrUnsupported))
+	return nil
+}
+
+// Fail stops the callback; the member aborts the transaction and the
+// processor stops with err, like goka's.
+func (c *txnContext) Fail(err error) { panic(&failure{err: err}) }
+
+func (c *txnContext) headers(options []goka.ContextOption) goka.Headers {
+	if len(options) == 0 {
+		return nil
+	}
+	h, err := optionHeaders(options)
+	if err != nil {
+		c.Fail(err)
+	}
+	return h
+}
+
+// optionHeaders reads the headers out of goka.WithCtxEmitHeaders options.
+// goka keeps its option struct unexported, so a runtime of our own can only
+// apply an option to a fresh struct of that type and read the field by
+// reflection. A goka upgrade that renames the field fails loudly here (and in
+// TestOptionHeaders), never silently drops headers.
+func optionHeaders(options []goka.ContextOption) (goka.Headers, error) {
+	var h goka.Headers
+	for _, opt := range options {
+		fn := reflect.ValueOf(opt)
+		arg := reflect.New(fn.Type().In(0).Elem())
+		fn.Call([]reflect.Value{arg})
+		field := arg.Elem().FieldByName("emitHeaders")
+		if !field.IsValid() || field.Kind() != reflect.Map {
+			return nil, errors.New("goka.ContextOption: cannot read emit headers (goka internals changed)")
+		}
+		for it := field.MapRange(); it.Next(); {
+			if h == nil {
+				h = goka.Headers{}
+			}
+			h[it.Key().String()] = it.Value().Bytes()
+		}
+	}
+	return h, nil
+}

@@ -1,0 +1,248 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
+
+	"github.com/dedupkit/dedup"
+)
+
+// member is one consumer-group member with its transactional producer.
+// Between Setup and Cleanup of a session, one goroutine (loop) owns the
+// stores, the queued records and the offsets: it processes messages one at a
+// time and commits between them, so every commit is at a message boundary of
+// every partition the member owns.
+type member struct {
+	cfg        *Config
+	topo       *dedup.Topology
+	codecs     *codecSet
+	hooks      Hooks
+	log        *slog.Logger
+	memberName string // transactional.id and static group instance id
+
+	client      sarama.Client // restore reads
+	group       sarama.ConsumerGroup
+	producerCfg *sarama.Config
+	producer    sarama.SyncProducer
+
+	cancelSession context.CancelFunc
+	ready         atomic.Bool
+	fatal         error // set by the loop; read by run after Consume returned
+
+	// Owned by the loop goroutine during a session.
+	stores  map[int32]*store
+	pending []*sarama.ProducerMessage
+	offsets map[string]map[int32]int64
+	failed  bool // the session's transaction was aborted: ignore the rest
+	in      chan *sarama.ConsumerMessage
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// codecSet holds the graph's codecs by topic.
+type codecSet struct {
+	table   goka.Codec
+	loop    goka.Codec
+	outputs map[string]goka.Codec
+}
+
+// crash is an injected fault: the member stops dead, without aborting.
+type crash struct{ err error }
+
+func (c *crash) Error() string { return "injected crash: " + c.err.Error() }
+
+func (m *member) topics() []string { return []string{m.topo.Input, m.topo.LoopTopic()} }
+
+// run joins the group and processes until ctx is done or a fatal error.
+// After an aborted transaction the session is ended and Consume is called
+// again, so the member rejoins and resumes from the committed offsets.
+func (m *member) run(ctx context.Context) error {
+	defer m.closeProducer()
+	for ctx.Err() == nil {
+		if m.producer == nil {
+			if err := m.newProducer(ctx); err != nil {
+				return err
+			}
+		}
+		sessCtx, cancel := context.WithCancel(ctx)
+		m.cancelSession = cancel
+		err := m.group.Consume(sessCtx, m.topics(), m)
+		cancel()
+		if m.fatal != nil {
+			return m.fatal
+		}
+		if errors.Is(err, sarama.ErrClosedConsumerGroup) {
+			return err
+		}
+		if err != nil && ctx.Err() == nil {
+			m.log.Warn("group session failed, rejoining", "err", err)
+			sleep(ctx, time.Second)
+		}
+	}
+	return nil
+}
+
+func (m *member) newProducer(ctx context.Context) error {
+	for {
+		p, err := sarama.NewSyncProducer(m.cfg.Brokers, m.producerCfg)
+		if err == nil {
+			m.producer = p
+			return nil
+		}
+		m.log.Warn("transactional producer init failed, retrying", "transactionalId", m.memberName, "err", err)
+		if !sleep(ctx, time.Second) {
+			return ctx.Err()
+		}
+	}
+}
+
+func (m *member) closeProducer() {
+	if m.producer != nil {
+		m.producer.Close()
+		m.producer = nil
+	}
+}
+
+// Setup opens and restores the stores of the claimed partitions, then starts
+// the processing loop.
+func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
+	m.hooks.Rebalanced()
+	m.ready.Store(false)
+	m.stores = map[int32]*store{}
+	for _, parts := range sess.Claims() {
+		for _, p := range parts {
+			if m.stores[p] != nil {
+				continue
+			}
+			s, err := openStore(filepath.Join(m.cfg.StateDir, fmt.Sprintf("%s.%d", m.topo.TableTopic(), p)))
+			if err != nil {
+				m.closeStores()
+				return err
+			}
+			m.stores[p] = s
+			if err := m.restore(sess.Context(), p, s); err != nil {
+				m.closeStores()
+				return err
+			}
+		}
+	}
+	m.pending, m.offsets, m.failed = nil, map[string]map[int32]int64{}, false
+	m.in, m.stop, m.done = make(chan *sarama.ConsumerMessage, 256), make(chan struct{}), make(chan struct{})
+	go m.loop(sess)
+	m.ready.Store(true)
+	m.log.Info("partitions assigned", "claims", sess.Claims(), "generation", sess.GenerationID())
+	return nil
+}
+
+// ConsumeClaim hands the claim's messages to the loop.
+func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	for {
+		select {
+		case msg, ok := <-claim.Messages():
+			if !ok {
+				return nil
+			}
+			select {
+			case m.in <- msg:
+			case <-sess.Context().Done():
+				return nil
+			}
+		case <-sess.Context().Done():
+			return nil
+		}
+	}
+}
+
+// Cleanup commits what the loop holds (on revoke and shutdown), stops it
+// and closes the stores, which the next owner may open.
+func (m *member) Cleanup(sarama.ConsumerGroupSession) error {
+	m.ready.Store(false)
+	if m.stop != nil {
+		close(m.stop)
+		<-m.done
+		m.stop = nil
+	}
+	m.closeStores()
+	return nil
+}
+
+func (m *member) closeStores() {
+	for p, s := range m.stores {
+		if err := s.Close(); err != nil {
+			m.log.Warn("closing table store", "partition", p, "err", err)
+		}
+	}
+	m.stores = nil
+}
+
+func (m *member) loop(sess sarama.ConsumerGroupSession) {
+	defer close(m.done)
+	tick := time.NewTicker(m.cfg.CommitInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case msg := <-m.in:
+			if m.failed {
+				continue
+			}
+			m.process(sess, msg)
+			if len(m.pending) >= m.cfg.MaxBatch {
+				m.commit(sess)
+			}
+		case <-tick.C:
+			m.commit(sess)
+		case <-m.stop:
+			m.commit(sess)
+			return
+		}
+	}
+}
+
+// process runs the topology's callback for one message. The input and loop
+// codecs of a dedup topology pass bytes through, so the value is the record
+// value (nil for a null value, like goka's NilProcess).
+func (m *member) process(sess sarama.ConsumerGroupSession, msg *sarama.ConsumerMessage) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(*failure)
+			if !ok {
+				panic(r)
+			}
+			m.abort(fmt.Errorf("callback failed at %s/%d@%d: %w", msg.Topic, msg.Partition, msg.Offset, f.err))
+			m.fatal = f.err
+		}
+	}()
+	s := m.stores[msg.Partition]
+	if s == nil {
+		panic(&failure{fmt.Errorf("message from unassigned partition %s/%d", msg.Topic, msg.Partition)})
+	}
+	m.topo.Process(&txnContext{m: m, ctx: sess.Context(), msg: msg, store: s}, msg.Value)
+	if m.offsets[msg.Topic] == nil {
+		m.offsets[msg.Topic] = map[int32]int64{}
+	}
+	m.offsets[msg.Topic][msg.Partition] = msg.Offset + 1
+}
+
+func (m *member) queue(topic, key string, value []byte, headers goka.Headers) {
+	msg := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(key), Headers: headers.ToSarama()}
+	if value != nil {
+		msg.Value = sarama.ByteEncoder(value)
+	}
+	m.pending = append(m.pending, msg)
+}
+
+// queueChangelog queues a table record for the same partition number as the
+// input it came from.
+func (m *member) queueChangelog(partition int32, key string, value []byte, headers goka.Headers) {
+	m.queue(m.topo.TableTopic(), key, value, headers)
+	last := m.pending[len(m.pending)-1]
+	last.Partition, last.Metadata = partition, manualPartition{}
+}

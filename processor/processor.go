@@ -1,0 +1,222 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
+
+	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/kafkautil"
+)
+
+// Processor runs a topology exactly-once with Config.Threads members.
+type Processor struct {
+	cfg     Config
+	topo    *dedup.Topology
+	members []*member
+}
+
+// New validates, creates the topics the topology writes (the input must
+// exist) and prepares the members. Nothing is consumed until Run.
+func New(cfg Config, topo *dedup.Topology) (*Processor, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := topo.Validate(); err != nil {
+		return nil, err
+	}
+	graph := topo.Graph()
+	codecs := &codecSet{table: graph.GroupTable().Codec(), outputs: map[string]goka.Codec{}}
+	if l := graph.LoopStream(); l != nil {
+		codecs.loop = l.Codec()
+	}
+	for _, e := range graph.OutputStreams() {
+		codecs.outputs[e.Topic()] = e.Codec()
+	}
+	instance := cfg.InstanceID
+	if instance == "" {
+		var err error
+		if instance, err = instanceID(cfg.StateDir); err != nil {
+			return nil, fmt.Errorf("instance id in %s: %w", cfg.StateDir, err)
+		}
+	}
+	if err := prepareTopics(&cfg, topo); err != nil {
+		return nil, err
+	}
+	p := &Processor{cfg: cfg, topo: topo}
+	for t := 0; t < cfg.Threads; t++ {
+		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
+		m := &member{cfg: &p.cfg, topo: topo, codecs: codecs, hooks: cfg.Hooks, memberName: name,
+			log: cfg.Logger.With("member", name), producerCfg: producerConfig(&cfg, name)}
+		if err := m.connect(); err != nil {
+			p.close()
+			return nil, err
+		}
+		p.members = append(p.members, m)
+	}
+	return p, nil
+}
+
+func prepareTopics(cfg *Config, topo *dedup.Topology) error {
+	client, err := kafkautil.WaitForBroker(cfg.Brokers, baseConfig(cfg, "dedup-admin"), 30*time.Second)
+	if err != nil {
+		return err
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		client.Close()
+		return err
+	}
+	defer admin.Close()
+	parts, err := kafkautil.EnsureTopics(admin, topo.Input, cfg.Replication, topo.Output, topo.DLQ)
+	if err != nil {
+		return err
+	}
+	if err := kafkautil.CreateTopic(admin, topo.TableTopic(), parts, cfg.Replication, map[string]string{"cleanup.policy": "compact"}); err != nil {
+		return err
+	}
+	return kafkautil.CreateTopic(admin, topo.LoopTopic(), parts, cfg.Replication, map[string]string{"retention.ms": "86400000"})
+}
+
+// connect creates the member's restore client and group member.
+func (m *member) connect() error {
+	var err error
+	if m.client, err = sarama.NewClient(m.cfg.Brokers, baseConfig(m.cfg, m.memberName)); err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	if m.group, err = sarama.NewConsumerGroup(m.cfg.Brokers, m.topo.Group, consumerConfig(m.cfg, m.memberName)); err != nil {
+		m.client.Close()
+		return fmt.Errorf("consumer group %s: %w", m.topo.Group, err)
+	}
+	return nil
+}
+
+// Run processes until ctx is cancelled (then it commits and leaves cleanly)
+// or a member fails fatally, which stops the others.
+func (p *Processor) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer p.close()
+	errs := make([]error, len(p.members))
+	var wg sync.WaitGroup
+	for i, m := range p.members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			go m.drainGroupErrors()
+			if errs[i] = m.run(ctx); errs[i] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Ready reports whether every member has its partitions restored.
+func (p *Processor) Ready() bool {
+	for _, m := range p.members {
+		if !m.ready.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Processor) close() {
+	for _, m := range p.members {
+		m.group.Close()
+		m.client.Close()
+	}
+	p.members = nil
+}
+
+// drainGroupErrors logs the group's asynchronous errors; it ends when the
+// group is closed.
+func (m *member) drainGroupErrors() {
+	for err := range m.group.Errors() {
+		m.log.Warn("consumer group", "err", err)
+	}
+}
+
+func baseConfig(cfg *Config, clientID string) *sarama.Config {
+	c := sarama.NewConfig()
+	c.Version = kafkautil.SaramaVersion
+	c.ClientID = clientID
+	// Pending transactional offsets make a joining member's offset fetch fail
+	// with UNSTABLE_OFFSET_COMMIT until the transaction ends; sarama retries
+	// only Metadata.Retry.Max times, so give it room for a transaction timeout.
+	c.Metadata.Retry.Max = 100
+	c.Metadata.Retry.Backoff = 200 * time.Millisecond
+	return c
+}
+
+func consumerConfig(cfg *Config, name string) *sarama.Config {
+	c := baseConfig(cfg, name)
+	c.Consumer.Offsets.AutoCommit.Enable = false
+	c.Consumer.Offsets.Initial = sarama.OffsetOldest
+	c.Consumer.IsolationLevel = sarama.ReadCommitted
+	c.Consumer.Return.Errors = true
+	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{goka.CopartitioningStrategy}
+	c.Consumer.Group.Session.Timeout = cfg.SessionTimeout
+	c.Consumer.Group.Heartbeat.Interval = cfg.SessionTimeout / 5
+	// Static membership: a restarted instance gets its partitions back at
+	// once instead of after a rebalance.
+	c.Consumer.Group.InstanceId = name
+	return c
+}
+
+func producerConfig(cfg *Config, name string) *sarama.Config {
+	c := baseConfig(cfg, name)
+	c.Producer.Idempotent = true
+	c.Producer.Transaction.ID = name
+	c.Producer.Transaction.Timeout = cfg.TransactionTimeout
+	// InitProducerId answers CONCURRENT_TRANSACTIONS while the broker aborts
+	// the previous incarnation's transaction: keep retrying through it.
+	c.Producer.Transaction.Retry.Max = 100
+	c.Producer.Transaction.Retry.Backoff = 100 * time.Millisecond
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Producer.Return.Successes = true
+	c.Producer.Return.Errors = true
+	c.Producer.Partitioner = newPartitioner
+	c.Producer.Flush.Messages = 1000
+	c.Producer.Flush.Frequency = 5 * time.Millisecond
+	c.Net.MaxOpenRequests = 1
+	return c
+}
+
+// partitioner sends changelog records to the partition the runtime chose and
+// everything else by key hash (goka's and sarama's FNV-1a), so looped records
+// reach the partition that owns their key.
+type partitioner struct{ hash sarama.Partitioner }
+
+func newPartitioner(topic string) sarama.Partitioner {
+	return partitioner{hash: sarama.NewHashPartitioner(topic)}
+}
+
+func (p partitioner) Partition(msg *sarama.ProducerMessage, n int32) (int32, error) {
+	if _, ok := msg.Metadata.(manualPartition); ok {
+		return msg.Partition, nil
+	}
+	return p.hash.Partition(msg, n)
+}
+
+func (p partitioner) RequiresConsistency() bool { return true }
+
+// sleep waits d or until ctx is done; false when ctx is done.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,78 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/dedupkit/dedup/internal/kafkautil"
+)
+
+// restoreChunk is how many changelog records go into one LevelDB batch.
+const restoreChunk = 10000
+
+// restore brings a partition's store up to the changelog's last stable
+// offset, reading read_committed from the offset the store recorded. A stored
+// offset outside the log (below its start after deletion, or above its end
+// after the topic was recreated) means the store cannot be trusted: wipe it
+// and restore from the start.
+func (m *member) restore(ctx context.Context, p int32, s *store) error {
+	topic := m.topo.TableTopic()
+	logStart, lso, err := kafkautil.Bounds(m.client, topic, p)
+	if err != nil {
+		return err
+	}
+	from, err := s.ChangelogNext()
+	if err != nil {
+		return err
+	}
+	if from < 0 {
+		from = logStart
+	}
+	if from < logStart || from > lso {
+		m.log.Warn("table store out of range of the changelog, restoring from the start",
+			"partition", p, "stored", from, "logStart", logStart, "lso", lso)
+		if err := s.Wipe(); err != nil {
+			return err
+		}
+		from = logStart
+	}
+	total := lso - from
+	if total <= 0 {
+		m.hooks.RestoreProgress(p, 0, 0)
+		m.hooks.TableSize(p, s.entries)
+		return nil
+	}
+	start := time.Now()
+	m.log.Info("restoring table partition", "partition", p, "from", from, "to", lso, "records", total)
+	var n int64
+	next, err := kafkautil.ReadCommitted(ctx, m.client, topic, p, from, lso, func(off int64, rec *sarama.Record) error {
+		if rec.Value == nil {
+			s.Delete(string(rec.Key))
+		} else {
+			s.Set(string(rec.Key), rec.Value)
+		}
+		if n++; n%restoreChunk == 0 {
+			if err := s.Apply(off + 1); err != nil {
+				return err
+			}
+			m.hooks.RestoreProgress(p, restoreChunk, lso-off-1)
+		}
+		return nil
+	})
+	if err != nil {
+		s.Drop()
+		return fmt.Errorf("restore %s/%d: %w", topic, p, err)
+	}
+	if err := s.Apply(next); err != nil {
+		return err
+	}
+	m.hooks.RestoreProgress(p, n%restoreChunk, 0)
+	m.hooks.TableSize(p, s.entries)
+	d := time.Since(start)
+	m.log.Info("restored table partition", "partition", p, "records", n, "entries", s.entries,
+		"took", d.Round(time.Millisecond), "perSecond", int(float64(n)/max(d.Seconds(), 1e-9)))
+	return nil
+}

@@ -1,0 +1,138 @@
+package processor
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/syndtr/goleveldb/leveldb"
+)
+
+// Key layout in a partition's LevelDB: table records under 'd'+key, metadata
+// under 'm'+name. The prefixes keep a later index (e.g. by expiry) apart.
+const (
+	prefixData        = 'd'
+	metaChangelogNext = "m:changelog-next"
+	metaEntries       = "m:entries"
+)
+
+// store is one partition of the dedup table: LevelDB holding only committed
+// data, plus an in-memory overlay of this transaction's writes. Reads see the
+// overlay first. Apply writes the overlay and the changelog offset reached in
+// one LevelDB batch after the Kafka transaction committed; Drop forgets it
+// after an abort. So LevelDB never holds uncommitted data, and its stored
+// changelog offset always matches its contents.
+type store struct {
+	path    string
+	db      *leveldb.DB
+	overlay map[string][]byte // nil value: deleted in this transaction
+	entries int64             // records in LevelDB
+}
+
+func openStore(path string) (*store, error) {
+	db, err := leveldb.OpenFile(path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("open table store %s: %w", path, err)
+	}
+	s := &store{path: path, db: db, overlay: map[string][]byte{}}
+	if s.entries, err = s.meta(metaEntries, 0); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// meta reads an int64 metadata value, def when absent.
+func (s *store) meta(name string, def int64) (int64, error) {
+	v, err := s.db.Get([]byte(name), nil)
+	if errors.Is(err, leveldb.ErrNotFound) {
+		return def, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("table store %s: read %s: %w", s.path, name, err)
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("table store %s: bad %s record", s.path, name)
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+func dataKey(key string) []byte {
+	b := make([]byte, 1+len(key))
+	b[0] = prefixData
+	copy(b[1:], key)
+	return b
+}
+
+// Get returns the value of key, or nil when there is none.
+func (s *store) Get(key string) ([]byte, error) {
+	if v, ok := s.overlay[key]; ok {
+		return v, nil
+	}
+	v, err := s.db.Get(dataKey(key), nil)
+	if errors.Is(err, leveldb.ErrNotFound) {
+		return nil, nil
+	}
+	return v, err
+}
+
+func (s *store) Set(key string, value []byte) { s.overlay[key] = value }
+func (s *store) Delete(key string)            { s.overlay[key] = nil }
+func (s *store) Dirty() bool                  { return len(s.overlay) > 0 }
+func (s *store) Drop()                        { clear(s.overlay) }
+
+// ChangelogNext is the changelog offset to restore from: everything below it
+// is in LevelDB. -1 when nothing was stored yet.
+func (s *store) ChangelogNext() (int64, error) { return s.meta(metaChangelogNext, -1) }
+
+// Apply writes the overlay and the changelog offset in one batch.
+func (s *store) Apply(changelogNext int64) error {
+	b := new(leveldb.Batch)
+	delta := int64(0)
+	for k, v := range s.overlay {
+		dk := dataKey(k)
+		had, err := s.db.Has(dk, nil)
+		if err != nil {
+			return err
+		}
+		switch {
+		case v == nil && had:
+			b.Delete(dk)
+			delta--
+		case v != nil:
+			b.Put(dk, v)
+			if !had {
+				delta++
+			}
+		}
+	}
+	if changelogNext >= 0 {
+		b.Put([]byte(metaChangelogNext), binary.BigEndian.AppendUint64(nil, uint64(changelogNext)))
+	}
+	b.Put([]byte(metaEntries), binary.BigEndian.AppendUint64(nil, uint64(s.entries+delta)))
+	if err := s.db.Write(b, nil); err != nil {
+		return fmt.Errorf("apply committed transaction to %s: %w", s.path, err)
+	}
+	s.entries += delta
+	clear(s.overlay)
+	return nil
+}
+
+// Wipe deletes every record, for a restore from the start.
+func (s *store) Wipe() error {
+	if err := s.db.Close(); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(s.path); err != nil {
+		return err
+	}
+	fresh, err := openStore(s.path)
+	if err != nil {
+		return err
+	}
+	*s = *fresh
+	return nil
+}
+
+func (s *store) Close() error { return s.db.Close() }
