@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -122,7 +121,7 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 			if m.stores[p] != nil {
 				continue
 			}
-			s, err := openStore(filepath.Join(m.cfg.StateDir, fmt.Sprintf("%s.%d", m.topo.TableTopic(), p)))
+			s, err := openStore(TablePath(m.cfg.StateDir, m.topo.TableTopic(), p))
 			if err != nil {
 				m.closeStores()
 				return err

@@ -38,6 +38,7 @@ type Config struct {
 	Guarantee      string
 	CommitInterval time.Duration
 	Threads        int
+	SessionTimeout time.Duration
 	Handler        string
 	HandlerRetries int
 	RetryBackoff   time.Duration
@@ -67,6 +68,7 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.StringVar(&cfg.Guarantee, "guarantee", ExactlyOnce, "exactly-once (Kafka transactions; needs Kafka 2.8+) or at-least-once (goka's runtime)")
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a transaction (exactly-once) or the offsets (at-least-once) are committed")
 	fs.IntVar(&cfg.Threads, "threads", 1, "consumer-group members (stream threads) in this process; exactly-once only")
+	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 10*time.Second, "group session timeout: how long a silent instance keeps its partitions (exactly-once)")
 	fs.StringVar(&cfg.Handler, "handler", "forward", "business handler: forward (dedup bridge) or settlements (example)")
 	fs.IntVar(&cfg.HandlerRetries, "handler-retries", 3, "retries of a failing handler before the event is dead-lettered")
 	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", 100*time.Millisecond, "pause before the first handler retry, doubled each time")
@@ -165,6 +167,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.Threads > 1 && cfg.Guarantee == AtLeastOnce {
 		bad("threads", "only exactly-once runs several members per process; run more processes instead")
+	}
+	if cfg.SessionTimeout < time.Second {
+		bad("session-timeout", "%v: at least 1s (and within the broker's group.min/max.session.timeout.ms)", cfg.SessionTimeout)
 	}
 	if _, err := handlerByName(cfg.Handler); err != nil {
 		bad("handler", "%v", err)

@@ -23,6 +23,7 @@ const usage = `usage: processor <command> [flags]
 commands:
   run    run the worker (processor run -h lists the flags)
   demo   run the worker on an embedded Kafka-protocol broker with a sample stream
+  verify check that every input event was output exactly once (processor verify -h)
 `
 
 func main() {
@@ -49,6 +50,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		}
 	case "demo":
 		err = runDemo(ctx, args[1:], stdout)
+	case "verify":
+		err = runVerify(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

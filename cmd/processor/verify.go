@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/dedupkit/dedup/verify"
+)
+
+// verifyFlags binds `processor verify`'s flags. The ID flags are the same as
+// `processor run`'s, so the verifier computes the worker's dedup keys, and
+// like run's every flag can come from PROCESSOR_<FLAG>.
+func verifyFlags(cfg *verify.Config, show *int) *flag.FlagSet {
+	fs := flag.NewFlagSet("processor verify", flag.ContinueOnError)
+	fs.Func("brokers", "comma-separated Kafka bootstrap brokers (required)", func(s string) error {
+		cfg.Brokers = splitList(s)
+		return nil
+	})
+	fs.StringVar(&cfg.Input, "input", "", "input topic the worker read (required)")
+	fs.StringVar(&cfg.Output, "output", "", "output topic the worker wrote (required)")
+	fs.StringVar(&cfg.DLQ, "dlq", "", "dead-letter topic; when set, its records are counted by dlq-reason")
+	fs.StringVar(&cfg.IDSource.Field, "id-field", "eventId", "top-level JSON field holding the event ID")
+	fs.StringVar(&cfg.IDSource.Header, "id-header", "", "take the event ID from this header (CloudEvents binary mode: ce_id)")
+	fs.StringVar(&cfg.IDSource.SourceHeader, "id-source-header", "", "header that makes the header ID unique (default ce_source when --id-header=ce_id)")
+	fs.IntVar(show, "show", 20, "how many missing, duplicated and unexpected events to list with their offsets")
+	return fs
+}
+
+// parseVerify reads the environment, then the command line, then validates.
+func parseVerify(args []string, env func(string) (string, bool), stderr io.Writer) (verify.Config, int, error) {
+	var cfg verify.Config
+	var show int
+	fs := verifyFlags(&cfg, &show)
+	fs.SetOutput(stderr)
+	var envErrs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := env(envName(f.Name)); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErrs = append(envErrs, fmt.Errorf("%s (for --%s): %w", envName(f.Name), f.Name, err))
+			}
+		}
+	})
+	if err := errors.Join(envErrs...); err != nil {
+		return cfg, 0, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return cfg, 0, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, 0, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if cfg.IDSource.SourceHeader == "" && cfg.IDSource.Header == "ce_id" {
+		cfg.IDSource.SourceHeader = "ce_source"
+	}
+	err := cfg.Validate()
+	if show < 0 {
+		err = errors.Join(err, fmt.Errorf("--show: %d must not be negative", show))
+	}
+	return cfg, show, err
+}
+
+// runVerify is `processor verify`: it prints the report on stdout and
+// returns the report's FAIL error, so main exits 1 and its last line says
+// why.
+func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, show, err := parseVerify(args, os.LookupEnv, stderr)
+	if err != nil {
+		return err
+	}
+	report, err := verify.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	report.Print(stdout, show)
+	return report.Err()
+}

@@ -1,0 +1,147 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/processor"
+)
+
+// startEOS runs topo on the exactly-once runtime until the test ends or the
+// returned worker is stopped.
+func (e *env) startEOS(topo *dedup.Topology, cfg processor.Config) *worker {
+	e.t.Helper()
+	w := &worker{done: make(chan error, 1)}
+	cfg.Brokers = e.brokers
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = 3 * time.Second
+	}
+	cfg.Logger = topo.Logger
+	p, err := processor.New(cfg, topo)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	go func() { w.done <- p.Run(ctx) }()
+	e.t.Cleanup(func() { w.stop(e.t) })
+	return w
+}
+
+// events makes n distinct events over a few aggregates, each ID once.
+func events(prefix string, n int) []kafkatest.Record {
+	recs := make([]kafkatest.Record, n)
+	for i := range recs {
+		recs[i] = event(fmt.Sprintf("%s-%d", prefix, i), fmt.Sprintf("agg-%d", i%7))
+	}
+	return recs
+}
+
+// exactlyOnce fails unless every ID in want appears exactly once in the
+// committed output and nothing else does.
+func (e *env) exactlyOnce(want []kafkatest.Record) {
+	e.t.Helper()
+	ids := eventIDs(e.t, e.read(e.output))
+	wantIDs := eventIDs(e.t, want)
+	for id := range wantIDs {
+		if ids[id] != 1 {
+			e.t.Errorf("event %s in the output %d times, want 1", id, ids[id])
+		}
+	}
+	for id := range ids {
+		if _, ok := wantIDs[id]; !ok {
+			e.t.Errorf("unexpected event %s in the output", id)
+		}
+	}
+}
+
+func TestExactlyOnceFaultBeforeCommit(t *testing.T) {
+	e := newEnv(t, 3)
+	group := unique("eos-fault")
+	state := t.TempDir()
+	topo := e.topology(group, &counter{})
+	in := events("f", 30)
+	// Keyed by event ID: no loop, so the first transaction holds outputs and
+	// changelog records.
+	for i := range in {
+		in[i].Key = fmt.Sprintf("f-%d", i)
+	}
+	e.produce(in...)
+
+	var injected atomic.Bool
+	w := e.startEOS(topo, processor.Config{StateDir: state, BeforeCommit: func() error {
+		injected.Store(true)
+		return errors.New("power cut")
+	}})
+	select {
+	case err := <-w.done:
+		w.cancel = nil
+		if !injected.Load() || err == nil {
+			t.Fatalf("worker ended with %v, want the injected crash", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("no transaction reached the injected fault")
+	}
+
+	// Nothing of the open transaction is visible to read_committed readers,
+	// and LevelDB holds no seen record.
+	if out := e.read(e.output); len(out) != 0 {
+		t.Fatalf("%d output records visible after a crash before commit", len(out))
+	}
+	for p := int32(0); p < 3; p++ {
+		n := 0
+		err := processor.ReadTable(state, topo.TableTopic(), p, func(string, []byte) error { n++; return nil })
+		if err != nil {
+			t.Fatalf("read table partition %d: %v", p, err)
+		}
+		if n != 0 {
+			t.Fatalf("table partition %d holds %d seen records of an uncommitted transaction", p, n)
+		}
+	}
+
+	// Restart with the same state dir (same transactional ids: the open
+	// transaction is aborted by fencing): every event comes out exactly once.
+	e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: state})
+	e.waitProcessed(group)
+	e.exactlyOnce(in)
+}
+
+func TestExactlyOnceRebalanceRestoresFromChangelog(t *testing.T) {
+	e := newEnv(t, 6)
+	group := unique("eos-rebalance")
+	stateA, stateB := t.TempDir(), t.TempDir()
+	obsA := &counter{}
+	e.startEOS(e.topology(group, obsA), processor.Config{StateDir: stateA})
+	b := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: stateB})
+
+	first := events("r1", 60)
+	e.produce(first...)
+	e.waitProcessed(group)
+
+	// B leaves: after its session times out A owns every partition and
+	// restores B's tables from the changelog. Re-published events of the
+	// first batch must be skipped by A.
+	b.stop(t)
+	second := events("r2", 40)
+	e.produce(append(second, first...)...)
+	e.waitProcessed(group)
+
+	// B comes back: partitions move again, B restores what A wrote.
+	obsB := &counter{}
+	e.startEOS(e.topology(group, obsB), processor.Config{StateDir: stateB})
+	third := events("r3", 40)
+	e.produce(append(third, append(second, first...)...)...)
+	e.waitProcessed(group)
+
+	all := append(append(append([]kafkatest.Record{}, first...), second...), third...)
+	e.exactlyOnce(all)
+	if _, skippedB := obsB.counts(); skippedB == 0 {
+		t.Errorf("B skipped nothing after coming back; it should own partitions with re-published events")
+	}
+}

@@ -1,0 +1,81 @@
+package integration
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/dedupkit/dedup/internal/kafkatest"
+)
+
+// killResult is what a SIGKILL scenario produced.
+type killResult struct {
+	distinct, outputs, duplicated, missing, kills int
+}
+
+// killScenario streams events with duplicates while the worker binary is
+// SIGKILLed at random moments and restarted on the same state dir, then lets
+// the last incarnation finish and counts the committed output.
+func killScenario(t *testing.T, guarantee string, kills int) killResult {
+	e := newEnv(t, 6)
+	bin := buildProcessor(t)
+	group := unique("kill-" + guarantee)
+	state := t.TempDir()
+	args := workerArgs(e, group, state, "--guarantee", guarantee, "--session-timeout", "3s")
+
+	type streamed struct {
+		recs []kafkatest.Record
+		err  error
+	}
+	done := make(chan streamed, 1)
+	go func() {
+		recs, err := e.stream("k", 4000, 100*time.Millisecond)
+		done <- streamed{recs, err}
+	}()
+
+	res := killResult{}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	p := startProc(t, bin, args...)
+	for res.kills < kills {
+		time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond) // a random moment to crash
+		p.kill()
+		res.kills++
+		p = startProc(t, bin, args...)
+	}
+	s := <-done
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	e.waitProcessed(group)
+	p.term()
+
+	ids := eventIDs(t, e.read(e.output))
+	res.distinct = len(s.recs)
+	for id := range eventIDs(t, s.recs) {
+		switch n := ids[id]; {
+		case n == 0:
+			res.missing++
+		case n > 1:
+			res.duplicated++
+		}
+		res.outputs += ids[id]
+	}
+	return res
+}
+
+func TestExactlyOnceUnderSIGKILL(t *testing.T) {
+	r := killScenario(t, "exactly-once", 6)
+	t.Logf("exactly-once: %d kills, %d distinct events, %d outputs, %d missing, %d duplicated",
+		r.kills, r.distinct, r.outputs, r.missing, r.duplicated)
+	if r.missing != 0 || r.duplicated != 0 || r.outputs != r.distinct {
+		t.Fatalf("not exactly once: %+v", r)
+	}
+}
+
+// The same scenario at least once: figures are reported, not asserted, so
+// the README can say what exactly-once buys.
+func TestAtLeastOnceUnderSIGKILLFigures(t *testing.T) {
+	r := killScenario(t, "at-least-once", 6)
+	t.Logf("at-least-once: %d kills, %d distinct events, %d outputs, %d missing, %d duplicated",
+		r.kills, r.distinct, r.outputs, r.missing, r.duplicated)
+}
