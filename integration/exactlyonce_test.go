@@ -145,3 +145,17 @@ func TestExactlyOnceRebalanceRestoresFromChangelog(t *testing.T) {
 		t.Errorf("B skipped nothing after coming back; it should own partitions with re-published events")
 	}
 }
+
+func TestExactlyOnceWithTwoThreads(t *testing.T) {
+	e := newEnv(t, 4)
+	group := unique("eos-threads")
+	obs := &counter{}
+	e.startEOS(e.topology(group, obs), processor.Config{StateDir: t.TempDir(), Threads: 2})
+	in := events("t", 200)
+	e.produce(append(in, in[:50]...)...)
+	e.waitProcessed(group)
+	e.exactlyOnce(in)
+	if processed, skipped := obs.counts(); processed != 200 || skipped != 50 {
+		t.Fatalf("processed %d, skipped %d; want 200 and 50", processed, skipped)
+	}
+}
