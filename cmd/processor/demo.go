@@ -17,6 +17,7 @@ import (
 	"github.com/dedupkit/dedup/atleastonce"
 	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/processor"
 )
 
 // demoObserver counts what the demo prints.
@@ -61,8 +62,12 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("processor demo", flag.ContinueOnError)
 	handler := fs.String("handler", "forward", "business handler: forward or settlements")
 	verbose := fs.Bool("v", false, "show the worker's logs")
+	guarantee := fs.String("guarantee", ExactlyOnce, "exactly-once or at-least-once")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *guarantee != ExactlyOnce && *guarantee != AtLeastOnce {
+		return fmt.Errorf("--guarantee: %q is not exactly-once or at-least-once", *guarantee)
 	}
 	h, err := handlerByName(*handler)
 	if err != nil {
@@ -80,7 +85,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
-	fmt.Fprintf(out, "embedded Kafka-protocol broker (kfake) on %v, topic orders with 3 partitions\n\n", brokers)
+	fmt.Fprintf(out, "embedded Kafka-protocol broker (kfake) on %v, topic orders with 3 partitions; worker %s\n\n", brokers, *guarantee)
 
 	stream, distinct := demoStream()
 	written, err := kafkatest.Produce(brokers, "orders", stream)
@@ -106,8 +111,13 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	if *handler == "settlements" {
 		topo.Output = "settlements"
 	}
-	runner, err := atleastonce.New(atleastonce.Config{Brokers: brokers, StateDir: stateDir,
-		CommitInterval: 100 * time.Millisecond, Replication: 1, ClientID: "dedup-demo", Logger: log}, topo)
+	var runner worker
+	if *guarantee == AtLeastOnce {
+		runner, err = atleastonce.New(atleastonce.Config{Brokers: brokers, StateDir: stateDir,
+			CommitInterval: 100 * time.Millisecond, Replication: 1, ClientID: "dedup-demo", Logger: log}, topo)
+	} else {
+		runner, err = processor.New(processor.Config{Brokers: brokers, StateDir: stateDir, Replication: 1, Logger: log}, topo)
+	}
 	if err != nil {
 		return err
 	}

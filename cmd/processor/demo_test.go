@@ -11,12 +11,12 @@ import (
 // The demo runs the real worker on kfake; this is the fast tier's end-to-end
 // check that `make demo` prints what the README promises.
 func TestDemo(t *testing.T) {
-	for _, handler := range []string{"forward", "settlements"} {
-		t.Run(handler, func(t *testing.T) {
+	for _, args := range [][]string{{"--handler", "forward"}, {"--handler", "settlements"}, {"--guarantee", "at-least-once"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
 			var out bytes.Buffer
-			if err := runDemo(ctx, []string{"--handler", handler}, &out); err != nil {
+			if err := runDemo(ctx, args, &out); err != nil {
 				t.Fatalf("demo: %v\n%s", err, out.String())
 			}
 			for _, want := range []string{"IN  orders: 13 records, 6 distinct events", "SKIPPED as duplicates: 4", ": 6 records (one per distinct event)", "DEAD-LETTERED to demo-dlq: 3 records", "reason=not-json", "reason=no-id", "reason=empty-value"} {
