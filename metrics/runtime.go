@@ -18,6 +18,7 @@ type Runtime struct {
 	fencings        prometheus.Counter
 	rebalances      prometheus.Counter
 	restored        prometheus.Counter
+	swept           prometheus.Counter
 	restoreRemainig *prometheus.GaugeVec
 }
 
@@ -34,6 +35,7 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 		fencings:   counter("fencings_total", "Transactions that failed because this member or producer was fenced (zombie)."),
 		rebalances: counter("rebalances_total", "Group sessions started (assignments)."),
 		restored:   counter("restore_records_total", "Changelog records restored into local tables."),
+		swept:      counter("cleanup_deleted_total", "Expired seen records deleted by the sweeper (tombstoned in the changelog)."),
 		aborted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "dedup", Name: "transactions_aborted_total",
 			Help: "Kafka transactions aborted, by reason (fenced, error).", ConstLabels: labels}, []string{"reason"}),
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "dedup", Name: "commit_duration_seconds",
@@ -42,7 +44,7 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 		restoreRemainig: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dedup", Name: "restore_remaining_records",
 			Help: "Changelog records left to restore, by partition.", ConstLabels: labels}, []string{"partition"}),
 	}
-	reg.MustRegister(r.committed, r.txnRecords, r.fencings, r.rebalances, r.restored, r.aborted, r.commitSeconds, r.restoreRemainig)
+	reg.MustRegister(r.swept, r.committed, r.txnRecords, r.fencings, r.rebalances, r.restored, r.aborted, r.commitSeconds, r.restoreRemainig)
 	return r
 }
 
@@ -51,9 +53,10 @@ func (r *Runtime) TxnCommitted(took time.Duration, records int) {
 	r.txnRecords.Add(float64(records))
 	r.commitSeconds.Observe(took.Seconds())
 }
-func (r *Runtime) TxnAborted(reason string) { r.aborted.WithLabelValues(reason).Inc() }
-func (r *Runtime) Fenced()                  { r.fencings.Inc() }
-func (r *Runtime) Rebalanced()              { r.rebalances.Inc() }
+func (r *Runtime) Swept(_ int32, deleted int) { r.swept.Add(float64(deleted)) }
+func (r *Runtime) TxnAborted(reason string)   { r.aborted.WithLabelValues(reason).Inc() }
+func (r *Runtime) Fenced()                    { r.fencings.Inc() }
+func (r *Runtime) Rebalanced()                { r.rebalances.Inc() }
 func (r *Runtime) RestoreProgress(partition int32, restored, remaining int64) {
 	r.restored.Add(float64(restored))
 	r.restoreRemainig.WithLabelValues(strconv.Itoa(int(partition))).Set(float64(remaining))

@@ -39,6 +39,11 @@ type Config struct {
 	// MaxBatch commits early once a transaction holds this many produced
 	// records (default 20000), bounding memory and transaction size.
 	MaxBatch int
+	// SweepInterval is how often expired seen records are deleted (default
+	// 1m); SweepBatch bounds the deletions per partition per sweep (default
+	// 1000); a full batch sweeps again at the next commit.
+	SweepInterval time.Duration
+	SweepBatch    int
 
 	Logger *slog.Logger
 	Hooks  Hooks // nil: NopHooks
@@ -65,6 +70,12 @@ func (c *Config) setDefaults() {
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 20000
 	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = time.Minute
+	}
+	if c.SweepBatch == 0 {
+		c.SweepBatch = 1000
+	}
 	if c.Replication == 0 {
 		c.Replication = -1
 	}
@@ -85,7 +96,7 @@ func (c *Config) Validate() error {
 	if c.StateDir == "" {
 		errs = append(errs, errors.New("state dir is empty"))
 	}
-	if c.CommitInterval < 0 || c.Threads < 0 || c.MaxBatch < 0 {
+	if c.CommitInterval < 0 || c.Threads < 0 || c.MaxBatch < 0 || c.SweepInterval < 0 || c.SweepBatch < 0 {
 		errs = append(errs, errors.New("commit interval, threads and max batch must not be negative"))
 	}
 	if c.TransactionTimeout < time.Second {
@@ -103,6 +114,7 @@ type Hooks interface {
 	Rebalanced()
 	RestoreProgress(partition int32, restored, remaining int64)
 	TableSize(partition int32, entries int64)
+	Swept(partition int32, deleted int)
 }
 
 // NopHooks ignores everything.
@@ -114,3 +126,4 @@ func (NopHooks) Fenced()                             {}
 func (NopHooks) Rebalanced()                         {}
 func (NopHooks) RestoreProgress(int32, int64, int64) {}
 func (NopHooks) TableSize(int32, int64)              {}
+func (NopHooks) Swept(int32, int)                    {}

@@ -40,6 +40,7 @@ type member struct {
 	stores  map[int32]*store
 	pending []*sarama.ProducerMessage
 	offsets map[string]map[int32]int64
+	dirty   bool // the open transaction has something to commit
 	failed  bool // the session's transaction was aborted: ignore the rest
 	in      chan *sarama.ConsumerMessage
 	stop    chan struct{}
@@ -121,7 +122,7 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 			if m.stores[p] != nil {
 				continue
 			}
-			s, err := openStore(TablePath(m.cfg.StateDir, m.topo.TableTopic(), p))
+			s, err := openStore(TablePath(m.cfg.StateDir, m.topo.TableTopic(), p), seenExpiry)
 			if err != nil {
 				m.closeStores()
 				return err
@@ -133,7 +134,7 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 			}
 		}
 	}
-	m.pending, m.offsets, m.failed = nil, map[string]map[int32]int64{}, false
+	m.pending, m.offsets, m.failed, m.dirty = nil, map[string]map[int32]int64{}, false, false
 	m.in, m.stop, m.done = make(chan *sarama.ConsumerMessage, 256), make(chan struct{}), make(chan struct{})
 	go m.loop(sess)
 	m.ready.Store(true)
@@ -186,6 +187,9 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 	defer close(m.done)
 	tick := time.NewTicker(m.cfg.CommitInterval)
 	defer tick.Stop()
+	sweepTick := time.NewTicker(m.cfg.SweepInterval)
+	defer sweepTick.Stop()
+	sweepMore := false
 	for {
 		select {
 		case msg := <-m.in:
@@ -197,7 +201,14 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 				m.commit(sess)
 			}
 		case <-tick.C:
+			if sweepMore && !m.failed {
+				sweepMore = m.sweep(time.Now())
+			}
 			m.commit(sess)
+		case <-sweepTick.C:
+			if !m.failed {
+				sweepMore = m.sweep(time.Now())
+			}
 		case <-m.stop:
 			m.commit(sess)
 			return
@@ -228,6 +239,7 @@ func (m *member) process(sess sarama.ConsumerGroupSession, msg *sarama.ConsumerM
 		m.offsets[msg.Topic] = map[int32]int64{}
 	}
 	m.offsets[msg.Topic][msg.Partition] = msg.Offset + 1
+	m.dirty = true
 }
 
 func (m *member) queue(topic, key string, value []byte, headers goka.Headers) {

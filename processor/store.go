@@ -7,15 +7,22 @@ import (
 	"os"
 
 	"github.com/syndtr/goleveldb/leveldb"
+	"github.com/syndtr/goleveldb/leveldb/util"
 )
 
-// Key layout in a partition's LevelDB: table records under 'd'+key, metadata
-// under 'm'+name. The prefixes keep a later index (e.g. by expiry) apart.
+// Key layout in a partition's LevelDB: table records under 'd'+key, the
+// expiry index under 'x'+expiry(8 bytes, big endian unix nanos)+key, so a
+// sweep reads the expired keys in order without scanning the table, and
+// metadata under 'm:'+name.
 const (
 	prefixData        = 'd'
+	prefixExpiry      = 'x'
 	metaChangelogNext = "m:changelog-next"
 	metaEntries       = "m:entries"
 )
+
+// expiryFunc tells the expiry (unix nanos, 0 = never) of a stored value.
+type expiryFunc func(value []byte) int64
 
 // store is one partition of the dedup table: LevelDB holding only committed
 // data, plus an in-memory overlay of this transaction's writes. Reads see the
@@ -25,17 +32,18 @@ const (
 // changelog offset always matches its contents.
 type store struct {
 	path    string
+	expiry  expiryFunc
 	db      *leveldb.DB
 	overlay map[string][]byte // nil value: deleted in this transaction
 	entries int64             // records in LevelDB
 }
 
-func openStore(path string) (*store, error) {
+func openStore(path string, expiry expiryFunc) (*store, error) {
 	db, err := leveldb.OpenFile(path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open table store %s: %w", path, err)
 	}
-	s := &store{path: path, db: db, overlay: map[string][]byte{}}
+	s := &store{path: path, expiry: expiry, db: db, overlay: map[string][]byte{}}
 	if s.entries, err = s.meta(metaEntries, 0); err != nil {
 		db.Close()
 		return nil, err
@@ -65,6 +73,29 @@ func dataKey(key string) []byte {
 	return b
 }
 
+func expiryKey(expiry int64, key string) []byte {
+	b := make([]byte, 0, 9+len(key))
+	b = append(b, prefixExpiry)
+	b = binary.BigEndian.AppendUint64(b, uint64(expiry))
+	return append(b, key...)
+}
+
+// Expired returns up to limit keys whose indexed expiry is at or before now
+// and that this transaction has not touched. The caller re-checks the current
+// value before deleting.
+func (s *store) Expired(now int64, limit int) ([]string, error) {
+	it := s.db.NewIterator(&util.Range{Start: []byte{prefixExpiry}, Limit: expiryKey(now+1, "")}, nil)
+	defer it.Release()
+	var keys []string
+	for len(keys) < limit && it.Next() {
+		k := string(it.Key()[9:])
+		if _, touched := s.overlay[k]; !touched {
+			keys = append(keys, k)
+		}
+	}
+	return keys, it.Error()
+}
+
 // Get returns the value of key, or nil when there is none.
 func (s *store) Get(key string) ([]byte, error) {
 	if v, ok := s.overlay[key]; ok {
@@ -92,9 +123,15 @@ func (s *store) Apply(changelogNext int64) error {
 	delta := int64(0)
 	for k, v := range s.overlay {
 		dk := dataKey(k)
-		had, err := s.db.Has(dk, nil)
-		if err != nil {
+		old, err := s.db.Get(dk, nil)
+		had := err == nil
+		if err != nil && !errors.Is(err, leveldb.ErrNotFound) {
 			return err
+		}
+		if had {
+			if exp := s.expiry(old); exp > 0 {
+				b.Delete(expiryKey(exp, k))
+			}
 		}
 		switch {
 		case v == nil && had:
@@ -102,6 +139,9 @@ func (s *store) Apply(changelogNext int64) error {
 			delta--
 		case v != nil:
 			b.Put(dk, v)
+			if exp := s.expiry(v); exp > 0 {
+				b.Put(expiryKey(exp, k), nil)
+			}
 			if !had {
 				delta++
 			}
@@ -127,7 +167,7 @@ func (s *store) Wipe() error {
 	if err := os.RemoveAll(s.path); err != nil {
 		return err
 	}
-	fresh, err := openStore(s.path)
+	fresh, err := openStore(s.path, s.expiry)
 	if err != nil {
 		return err
 	}

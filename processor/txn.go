@@ -14,7 +14,7 @@ import (
 // aborts: nothing of the transaction survives, and the session is ended so
 // the member resumes from the committed offsets.
 func (m *member) commit(sess sarama.ConsumerGroupSession) {
-	if m.failed || len(m.offsets) == 0 {
+	if m.failed || !m.dirty {
 		return
 	}
 	start := time.Now()
@@ -47,7 +47,7 @@ func (m *member) commit(sess sarama.ConsumerGroupSession) {
 		m.hooks.TableSize(p, s.entries)
 	}
 	m.hooks.TxnCommitted(time.Since(start), len(m.pending))
-	m.pending, m.offsets = m.pending[:0], map[string]map[int32]int64{}
+	m.pending, m.offsets, m.dirty = m.pending[:0], map[string]map[int32]int64{}, false
 }
 
 func (m *member) commitTxn(sess sarama.ConsumerGroupSession) error {
@@ -70,9 +70,11 @@ func (m *member) commitTxn(sess sarama.ConsumerGroupSession) error {
 			offsets[topic] = append(offsets[topic], &sarama.PartitionOffsetMetadata{Partition: p, Offset: off})
 		}
 	}
-	meta := sarama.NewConsumerGroupMetadataFromSession(sess, m.topo.Group, &m.memberName)
-	if err := m.producer.AddOffsetsToTxnWithGroupMetadata(offsets, meta); err != nil {
-		return fmt.Errorf("add offsets to transaction: %w", err)
+	if len(offsets) > 0 {
+		meta := sarama.NewConsumerGroupMetadataFromSession(sess, m.topo.Group, &m.memberName)
+		if err := m.producer.AddOffsetsToTxnWithGroupMetadata(offsets, meta); err != nil {
+			return fmt.Errorf("add offsets to transaction: %w", err)
+		}
 	}
 	if err := m.producer.CommitTxn(); err != nil {
 		return fmt.Errorf("commit transaction: %w", err)
@@ -104,7 +106,7 @@ func (m *member) abort(cause error) {
 	for _, s := range m.stores {
 		s.Drop()
 	}
-	m.pending, m.offsets = nil, map[string]map[int32]int64{}
+	m.pending, m.offsets, m.dirty = nil, map[string]map[int32]int64{}, false
 	defer m.cancelSession()
 
 	var c *crash

@@ -1,0 +1,141 @@
+package processor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lovoo/goka"
+
+	"github.com/dedupkit/dedup/codecs"
+)
+
+func seenValue(t *testing.T, expires time.Time) []byte {
+	t.Helper()
+	b, err := (&codecs.SeenRecord{Topic: "in", ExpiresAt: expires}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestStoreOverlayAppliesOnlyOnApply(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openStore(dir, seenExpiry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := seenValue(t, time.Now().Add(time.Hour))
+	s.Set("a", v)
+	if got, _ := s.Get("a"); string(got) != string(v) {
+		t.Fatal("overlay not read first")
+	}
+	s.Drop()
+	if got, _ := s.Get("a"); got != nil {
+		t.Fatal("dropped overlay still visible")
+	}
+	s.Set("a", v)
+	s.Set("b", v)
+	if err := s.Apply(42); err != nil {
+		t.Fatal(err)
+	}
+	s.Delete("b")
+	if err := s.Apply(43); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = openStore(dir, seenExpiry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	next, _ := s.ChangelogNext()
+	if a, _ := s.Get("a"); a == nil || next != 43 || s.entries != 1 {
+		t.Fatalf("after reopen: a=%v next=%d entries=%d; want a, 43, 1", a != nil, next, s.entries)
+	}
+	if b, _ := s.Get("b"); b != nil {
+		t.Fatal("deleted key came back")
+	}
+}
+
+func TestStoreExpiryIndex(t *testing.T) {
+	s, err := openStore(t.TempDir(), seenExpiry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	s.Set("old", seenValue(t, now.Add(-time.Hour)))
+	s.Set("older", seenValue(t, now.Add(-2*time.Hour)))
+	s.Set("fresh", seenValue(t, now.Add(time.Hour)))
+	s.Set("renewed", seenValue(t, now.Add(-time.Minute)))
+	if err := s.Apply(-1); err != nil {
+		t.Fatal(err)
+	}
+	// Re-set with a later expiry: the old index entry must go.
+	s.Set("renewed", seenValue(t, now.Add(time.Hour)))
+	if err := s.Apply(-1); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := s.Expired(now.UnixNano(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 2 || keys[0] != "older" || keys[1] != "old" {
+		t.Fatalf("expired keys %v, want [older old] in expiry order", keys)
+	}
+	if keys, _ := s.Expired(now.UnixNano(), 1); len(keys) != 1 {
+		t.Fatalf("limit not applied: %v", keys)
+	}
+	s.Delete("older")
+	if err := s.Apply(-1); err != nil {
+		t.Fatal(err)
+	}
+	if keys, _ := s.Expired(now.UnixNano(), 10); len(keys) != 1 || keys[0] != "old" {
+		t.Fatalf("after delete: %v", keys)
+	}
+}
+
+func TestStoreWipe(t *testing.T) {
+	s, err := openStore(t.TempDir(), seenExpiry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Set("a", seenValue(t, time.Now()))
+	if err := s.Apply(5); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Wipe(); err != nil {
+		t.Fatal(err)
+	}
+	next, _ := s.ChangelogNext()
+	if a, _ := s.Get("a"); a != nil || next != -1 || s.entries != 0 {
+		t.Fatalf("wipe left a=%v next=%d entries=%d", a != nil, next, s.entries)
+	}
+}
+
+func TestOptionHeaders(t *testing.T) {
+	h, err := optionHeaders([]goka.ContextOption{goka.WithCtxEmitHeaders(goka.Headers{"a": []byte("1")}),
+		goka.WithCtxEmitHeaders(goka.Headers{"b": []byte("2")})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(h["a"]) != "1" || string(h["b"]) != "2" {
+		t.Fatalf("headers %v", h)
+	}
+}
+
+func TestInstanceIDIsStable(t *testing.T) {
+	dir := t.TempDir()
+	a, err := instanceID(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := instanceID(dir)
+	if err != nil || a != b || a == "" {
+		t.Fatalf("instance id %q then %q (%v)", a, b, err)
+	}
+}
