@@ -25,6 +25,7 @@ const (
 
 	// Reasons that are not decode errors.
 	ReasonHandlerError   = "handler-error"
+	ReasonTooOld         = "too-old"
 	ReasonNoAggregateID  = "no-aggregate-id"
 	ReasonBadLoopRecord  = "bad-loop-record"
 	headerLoopSrcKey     = "dedup-src-key"
@@ -32,6 +33,15 @@ const (
 	headerLoopSrcPart    = "dedup-src-partition"
 	headerLoopSrcOffset  = "dedup-src-offset"
 	headerLoopSrcTimeRFC = "dedup-src-time"
+)
+
+// StalePolicy is the Topology's choice for events older than the retention.
+type StalePolicy string
+
+const (
+	StaleProcess    StalePolicy = "process"
+	StaleSkip       StalePolicy = "skip"
+	StaleDeadLetter StalePolicy = "dead-letter"
 )
 
 // Topology is the goka graph of one consumer group: the input topic, the
@@ -53,6 +63,11 @@ type Topology struct {
 	// event is dead-lettered; RetryBackoff is the first pause, doubled each time.
 	HandlerRetries int
 	RetryBackoff   time.Duration
+
+	// StaleEvents is what happens to an unseen event older than the
+	// retention, which the table cannot judge: process it (default), skip it
+	// or dead-letter it. It is counted either way.
+	StaleEvents StalePolicy
 
 	Observer Observer         // nil: NopObserver
 	Logger   *slog.Logger     // nil: slog.Default()
@@ -79,6 +94,11 @@ func (t *Topology) Validate() error {
 	}
 	if t.Handler == nil {
 		errs = append(errs, errors.New("handler is nil"))
+	}
+	switch t.StaleEvents {
+	case "", StaleProcess, StaleSkip, StaleDeadLetter:
+	default:
+		errs = append(errs, fmt.Errorf("stale-event policy %q: want process, skip or dead-letter", t.StaleEvents))
 	}
 	if t.HandlerRetries < 0 {
 		errs = append(errs, errors.New("handler retries is negative"))
@@ -172,6 +192,14 @@ func (t *Topology) dedup(ctx goka.Context, in *Input, raw []byte) {
 		t.Observer.Expired(p)
 	case TooOld:
 		t.Observer.TooOld(p)
+		switch t.StaleEvents {
+		case StaleSkip:
+			return
+		case StaleDeadLetter:
+			t.deadLetter(ctx, raw, ReasonTooOld, fmt.Errorf("event time %v is older than the retention %v: the table cannot judge it",
+				EventTime(in.Event, in.Position).UTC().Format(time.RFC3339), t.Table.Retention))
+			return
+		}
 	}
 
 	outs, err := t.handle(ctx.Context(), in)

@@ -268,3 +268,30 @@ func TestTopologyValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestTopologyStaleEventPolicies(t *testing.T) {
+	tests := []struct {
+		policy  StalePolicy
+		outputs int
+		dlq     int
+		marked  bool
+	}{
+		{StaleProcess, 1, 0, true},
+		{"", 1, 0, true},
+		{StaleSkip, 0, 0, false},
+		{StaleDeadLetter, 0, 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.policy), func(t *testing.T) {
+			f := newFixture(t, Forward(), func(tp *Topology) { tp.StaleEvents = tt.policy })
+			// occurredAt two days back, retention one day.
+			f.consume("e1", `{"eventId":"e1","occurredAt":"2026-11-30T12:00:00Z"}`, nil)
+			_, outs := drain(f.out)
+			_, dlq := drain(f.dlq)
+			marked := f.tt.TableValue(goka.GroupTable("settlement"), "e1") != nil
+			if len(outs) != tt.outputs || len(dlq) != tt.dlq || marked != tt.marked || f.obs.tooOld != 1 {
+				t.Fatalf("outputs %d dlq %d marked %v tooOld %d; want %d %d %v 1", len(outs), len(dlq), marked, f.obs.tooOld, tt.outputs, tt.dlq, tt.marked)
+			}
+		})
+	}
+}

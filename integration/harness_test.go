@@ -45,12 +45,14 @@ type counter struct {
 	dedup.NopObserver
 	mu                         sync.Mutex
 	processed, skipped, rekeys int
+	tooOld                     int
 	dead                       map[string]int
 }
 
 func (c *counter) Processed(int32, time.Duration) { c.mu.Lock(); c.processed++; c.mu.Unlock() }
 func (c *counter) Skipped(int32)                  { c.mu.Lock(); c.skipped++; c.mu.Unlock() }
 func (c *counter) Rekeyed()                       { c.mu.Lock(); c.rekeys++; c.mu.Unlock() }
+func (c *counter) TooOld(int32)                   { c.mu.Lock(); c.tooOld++; c.mu.Unlock() }
 func (c *counter) DeadLettered(reason string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/processor"
@@ -149,5 +151,57 @@ func TestExpiredRecordsAreSweptCompactedAndNotRestored(t *testing.T) {
 	}
 	if ids := eventIDs(t, e.read(e.output)); ids["x-0"] != 2 {
 		t.Fatalf("x-0 output %d times; after its record expired it must be processed again (2)", ids["x-0"])
+	}
+}
+
+func TestStaleEventPolicies(t *testing.T) {
+	for _, policy := range []dedup.StalePolicy{dedup.StaleProcess, dedup.StaleSkip, dedup.StaleDeadLetter} {
+		t.Run(string(policy), func(t *testing.T) {
+			e := newEnv(t, 1)
+			group := unique("stale")
+			obs := &counter{}
+			topo := e.topology(group, obs)
+			topo.StaleEvents = policy
+			e.startEOS(topo, processor.Config{StateDir: t.TempDir()})
+			old := time.Now().Add(-48 * time.Hour).UTC().Format(time.RFC3339)
+			e.produce(
+				kafkatest.Record{Key: "s1", Value: fmt.Appendf(nil, `{"eventId":"s1","occurredAt":%q}`, old)},
+				event("fresh", "fresh"))
+			e.waitProcessed(group)
+
+			ids := eventIDs(t, e.read(e.output))
+			dlq := e.read(topo.DLQ)
+			wantOut, wantDLQ := map[dedup.StalePolicy]int{dedup.StaleProcess: 1}[policy], map[dedup.StalePolicy]int{dedup.StaleDeadLetter: 1}[policy]
+			if ids["s1"] != wantOut || ids["fresh"] != 1 || len(dlq) != wantDLQ {
+				t.Fatalf("stale event output %d times (want %d), fresh %d, dead letters %d (want %d)", ids["s1"], wantOut, ids["fresh"], len(dlq), wantDLQ)
+			}
+			if wantDLQ == 1 && string(dlq[0].Headers[dedup.HeaderDLQReason]) != dedup.ReasonTooOld {
+				t.Fatalf("dead letter reason %q", dlq[0].Headers[dedup.HeaderDLQReason])
+			}
+			obs.mu.Lock()
+			defer obs.mu.Unlock()
+			if obs.tooOld != 1 {
+				t.Fatalf("too-old counted %d times, want 1", obs.tooOld)
+			}
+		})
+	}
+}
+
+func TestRetentionWarningAndStrictRefusal(t *testing.T) {
+	e := newEnv(t, 1) // broker default retention.ms: 7 days
+	bin := buildProcessor(t)
+	group := unique("ret")
+	p := startProc(t, bin, workerArgs(e, group, t.TempDir(), "--retention", "1h")...)
+	p.term()
+	if !strings.Contains(p.logs.String(), "--retention 1h0m0s is shorter than retention.ms") {
+		t.Fatalf("no retention warning in the logs:\n%s", p.logs.String())
+	}
+
+	out, err := exec.Command(bin, append([]string{"run"}, workerArgs(e, group, t.TempDir(), "--retention", "1h", "--strict-retention")...)...).CombinedOutput()
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 1 {
+		t.Fatalf("strict refusal: exit %v, want status 1\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "refused by --strict-retention") || !strings.Contains(string(out), "168h0m0s") {
+		t.Fatalf("refusal does not name both retentions:\n%s", out)
 	}
 }

@@ -23,28 +23,31 @@ const (
 // environment variable PROCESSOR_<FLAG> (upper case, dashes as underscores);
 // a flag on the command line wins over the environment.
 type Config struct {
-	Brokers        []string
-	Group          string
-	Input          string
-	Output         string
-	DLQ            string
-	KeyType        string
-	IDField        string
-	IDHeader       string
-	IDSourceHeader string
-	Retention      time.Duration
-	StateDir       string
-	HTTPAddr       string
-	Guarantee      string
-	CommitInterval time.Duration
-	Threads        int
-	SessionTimeout time.Duration
-	Handler        string
-	HandlerRetries int
-	RetryBackoff   time.Duration
-	Replication    int
-	LogLevel       string
-	LogFormat      string
+	Brokers         []string
+	Group           string
+	Input           string
+	Output          string
+	DLQ             string
+	KeyType         string
+	IDField         string
+	IDHeader        string
+	IDSourceHeader  string
+	Retention       time.Duration
+	StateDir        string
+	HTTPAddr        string
+	Guarantee       string
+	CommitInterval  time.Duration
+	Threads         int
+	SessionTimeout  time.Duration
+	SweepInterval   time.Duration
+	StaleEvents     string
+	StrictRetention bool
+	Handler         string
+	HandlerRetries  int
+	RetryBackoff    time.Duration
+	Replication     int
+	LogLevel        string
+	LogFormat       string
 }
 
 // flags binds cfg to a flag set with the defaults and help texts.
@@ -69,6 +72,9 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a transaction (exactly-once) or the offsets (at-least-once) are committed")
 	fs.IntVar(&cfg.Threads, "threads", 1, "consumer-group members (stream threads) in this process; exactly-once only")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 10*time.Second, "group session timeout: how long a silent instance keeps its partitions (exactly-once)")
+	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Minute, "how often expired seen records are deleted, in bounded batches (exactly-once)")
+	fs.StringVar(&cfg.StaleEvents, "stale-events", string(dedup.StaleProcess), "unseen events older than --retention: process, skip or dead-letter")
+	fs.BoolVar(&cfg.StrictRetention, "strict-retention", false, "refuse to start when --retention is shorter than the input topic's retention.ms")
 	fs.StringVar(&cfg.Handler, "handler", "forward", "business handler: forward (dedup bridge) or settlements (example)")
 	fs.IntVar(&cfg.HandlerRetries, "handler-retries", 3, "retries of a failing handler before the event is dead-lettered")
 	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", 100*time.Millisecond, "pause before the first handler retry, doubled each time")
@@ -171,6 +177,14 @@ func (cfg *Config) Validate() error {
 	if cfg.SessionTimeout < time.Second {
 		bad("session-timeout", "%v: at least 1s (and within the broker's group.min/max.session.timeout.ms)", cfg.SessionTimeout)
 	}
+	if cfg.SweepInterval <= 0 {
+		bad("sweep-interval", "%v must be positive", cfg.SweepInterval)
+	}
+	switch dedup.StalePolicy(cfg.StaleEvents) {
+	case dedup.StaleProcess, dedup.StaleSkip, dedup.StaleDeadLetter:
+	default:
+		bad("stale-events", "%q is not process, skip or dead-letter", cfg.StaleEvents)
+	}
 	if _, err := handlerByName(cfg.Handler); err != nil {
 		bad("handler", "%v", err)
 	}
@@ -201,7 +215,8 @@ func (cfg *Config) Topology(obs dedup.Observer, log *slog.Logger) *dedup.Topolog
 		Table:    dedup.Table{KeyType: dedup.KeyType(cfg.KeyType), Retention: cfg.Retention},
 		IDSource: ids, Handler: h,
 		HandlerRetries: cfg.HandlerRetries, RetryBackoff: cfg.RetryBackoff,
-		Observer: obs, Logger: log,
+		StaleEvents: dedup.StalePolicy(cfg.StaleEvents),
+		Observer:    obs, Logger: log,
 	}
 }
 

@@ -58,6 +58,8 @@ func TestParseConfigNamesTheBadFlag(t *testing.T) {
 		{"output is table", []string{"--brokers", "a:1", "--group", "g", "--input", "x", "--output", "g-table"}, nil, "--output:"},
 		{"bad replication", append(required, "--replication-factor", "0"), nil, "--replication-factor:"},
 		{"bad env duration", required, map[string]string{"PROCESSOR_RETENTION": "forever"}, "PROCESSOR_RETENTION (for --retention)"},
+		{"bad stale policy", append(required, "--stale-events", "drop"), nil, "--stale-events:"},
+		{"zero sweep interval", append(required, "--sweep-interval", "0s"), nil, "--sweep-interval:"},
 		{"bad log level", append(required, "--log-level", "loud"), nil, "--log-level:"},
 		{"stray argument", append(required, "extra"), nil, "unexpected arguments"},
 	}

@@ -39,7 +39,7 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	case ExactlyOnce:
 		w, err = processor.New(processor.Config{
 			Brokers: cfg.Brokers, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
-			Threads: cfg.Threads, SessionTimeout: cfg.SessionTimeout, Replication: int16(cfg.Replication), Logger: log,
+			Threads: cfg.Threads, SessionTimeout: cfg.SessionTimeout, SweepInterval: cfg.SweepInterval, Replication: int16(cfg.Replication), Logger: log,
 			Hooks: metrics.NewRuntime(reg, m, cfg.Group),
 		}, topo)
 	default:
@@ -50,6 +50,10 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 		}, topo)
 	}
 	if err != nil {
+		return err
+	}
+	// After the runtime checked that the input exists.
+	if err := checkRetention(cfg, log); err != nil {
 		return err
 	}
 

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/dedupkit/dedup/internal/kafkautil"
+)
+
+// checkRetention compares --retention with the input topic's retention.ms.
+// A dedup retention shorter than the topic's means a replay of the oldest
+// events still on the topic finds their seen records already expired: they
+// are processed again. Warn, or refuse with --strict-retention.
+func checkRetention(cfg *Config, log *slog.Logger) error {
+	c := sarama.NewConfig()
+	c.Version = kafkautil.SaramaVersion
+	client, err := kafkautil.WaitForBroker(cfg.Brokers, c, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		client.Close()
+		return err
+	}
+	defer admin.Close()
+	topicRetention, infinite, err := kafkautil.TopicRetention(admin, cfg.Input)
+	if err != nil {
+		return err
+	}
+	if !infinite && cfg.Retention >= topicRetention {
+		return nil
+	}
+	shown := "infinite (-1)"
+	if !infinite {
+		shown = topicRetention.String()
+	}
+	msg := fmt.Sprintf("--retention %v is shorter than retention.ms of input topic %q (%s): replayed events older than %v are processed again",
+		cfg.Retention, cfg.Input, shown, cfg.Retention)
+	if cfg.StrictRetention {
+		return fmt.Errorf("%s (refused by --strict-retention)", msg)
+	}
+	log.Warn(msg)
+	return nil
+}
