@@ -135,6 +135,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	return nil
 }
 
+// Get reads key from the local table (goka hashes it to its partition); it
+// fails when another instance holds that partition.
+func (r *Runner) Get(key string) (any, error) { return r.proc.Get(key) }
+
 // Ready reports whether every assigned partition's table is recovered.
 func (r *Runner) Ready() bool { return r.proc.Recovered() }
 

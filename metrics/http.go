@@ -14,8 +14,9 @@ import (
 )
 
 // Handler serves /metrics from g, /healthz (the process is up) and /readyz
-// (ready() is true: every assigned partition's table is recovered).
-func Handler(g prometheus.Gatherer, ready func() bool) http.Handler {
+// (ready() is true: every assigned partition's table is recovered). Callers
+// may add routes to the returned mux.
+func Handler(g prometheus.Gatherer, ready func() bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

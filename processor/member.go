@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,10 @@ type member struct {
 	cancelSession context.CancelFunc
 	ready         atomic.Bool
 	fatal         error // set by the loop; read by run after Consume returned
+
+	// storesMu guards the stores map (not the stores) against Lookup from
+	// HTTP handlers; the map changes only in Setup and Cleanup.
+	storesMu sync.RWMutex
 
 	// Owned by the loop goroutine during a session.
 	stores  map[int32]*store
@@ -116,7 +121,9 @@ func (m *member) closeProducer() {
 func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	m.hooks.Rebalanced()
 	m.ready.Store(false)
+	m.storesMu.Lock()
 	m.stores = map[int32]*store{}
+	m.storesMu.Unlock()
 	for _, parts := range sess.Claims() {
 		for _, p := range parts {
 			if m.stores[p] != nil {
@@ -127,7 +134,9 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 				m.closeStores()
 				return err
 			}
+			m.storesMu.Lock()
 			m.stores[p] = s
+			m.storesMu.Unlock()
 			if err := m.restore(sess.Context(), p, s); err != nil {
 				m.closeStores()
 				return err
@@ -175,6 +184,8 @@ func (m *member) Cleanup(sarama.ConsumerGroupSession) error {
 }
 
 func (m *member) closeStores() {
+	m.storesMu.Lock()
+	defer m.storesMu.Unlock()
 	for p, s := range m.stores {
 		if err := s.Close(); err != nil {
 			m.log.Warn("closing table store", "partition", p, "err", err)

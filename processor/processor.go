@@ -16,9 +16,10 @@ import (
 
 // Processor runs a topology exactly-once with Config.Threads members.
 type Processor struct {
-	cfg     Config
-	topo    *dedup.Topology
-	members []*member
+	cfg        Config
+	topo       *dedup.Topology
+	members    []*member
+	partitions int32 // of the input, the table and the loop
 }
 
 // New validates, creates the topics the topology writes (the input must
@@ -46,10 +47,11 @@ func New(cfg Config, topo *dedup.Topology) (*Processor, error) {
 			return nil, fmt.Errorf("instance id in %s: %w", cfg.StateDir, err)
 		}
 	}
-	if err := prepareTopics(&cfg, topo); err != nil {
+	partitions, err := prepareTopics(&cfg, topo)
+	if err != nil {
 		return nil, err
 	}
-	p := &Processor{cfg: cfg, topo: topo}
+	p := &Processor{cfg: cfg, topo: topo, partitions: partitions}
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
 		m := &member{cfg: &p.cfg, topo: topo, codecs: codecs, hooks: cfg.Hooks, memberName: name,
@@ -63,25 +65,33 @@ func New(cfg Config, topo *dedup.Topology) (*Processor, error) {
 	return p, nil
 }
 
-func prepareTopics(cfg *Config, topo *dedup.Topology) error {
+func prepareTopics(cfg *Config, topo *dedup.Topology) (int32, error) {
 	client, err := kafkautil.WaitForBroker(cfg.Brokers, baseConfig(cfg, "dedup-admin"), 30*time.Second)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	admin, err := sarama.NewClusterAdminFromClient(client)
 	if err != nil {
 		client.Close()
-		return err
+		return 0, err
 	}
 	defer admin.Close()
 	parts, err := kafkautil.EnsureTopics(admin, topo.Input, cfg.Replication, topo.Output, topo.DLQ)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := kafkautil.CreateTopic(admin, topo.TableTopic(), parts, cfg.Replication, map[string]string{"cleanup.policy": "compact"}); err != nil {
-		return err
+		return 0, err
 	}
-	return kafkautil.CreateTopic(admin, topo.LoopTopic(), parts, cfg.Replication, map[string]string{"retention.ms": "86400000"})
+	return parts, kafkautil.CreateTopic(admin, topo.LoopTopic(), parts, cfg.Replication, map[string]string{"retention.ms": "86400000"})
+}
+
+// HashPartition is the table partition of key when it was re-keyed through
+// the loop topic (FNV-1a, as goka and sarama hash). Records the producers
+// keyed by their dedup key sit where the producer's partitioner put them.
+func (p *Processor) HashPartition(key string) int32 {
+	part, _ := sarama.NewHashPartitioner("").Partition(&sarama.ProducerMessage{Key: sarama.StringEncoder(key)}, p.partitions)
+	return part
 }
 
 // connect creates the member's restore client and group member.

@@ -61,7 +61,9 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	defer cancel()
 	waitHTTP := func() error { return nil }
 	if cfg.HTTPAddr != "" {
-		waitHTTP, err = metrics.Serve(ctx, cfg.HTTPAddr, metrics.Handler(reg, w.Ready), log)
+		mux := metrics.Handler(reg, w.Ready)
+		mux.Handle("GET /v1/seen/{id}", seenHandler(cfg, w))
+		waitHTTP, err = metrics.Serve(ctx, cfg.HTTPAddr, mux, log)
 		if err != nil {
 			return fmt.Errorf("--http-addr: %w", err)
 		}

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/dedupkit/dedup/internal/groupadmin"
+	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/processor"
+)
+
+// adminFlags are the flags the admin commands share; like `run`, each can
+// come from PROCESSOR_<FLAG>.
+type adminFlags struct {
+	fs       *flag.FlagSet
+	args     []string // positional arguments, wherever they stood
+	brokers  []string
+	group    string
+	input    string
+	stateDir string
+}
+
+func newAdminFlags(name string) *adminFlags {
+	a := &adminFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	a.fs.Func("brokers", "comma-separated Kafka bootstrap brokers", func(s string) error { a.brokers = splitList(s); return nil })
+	a.fs.StringVar(&a.group, "group", "", "consumer group (required)")
+	a.fs.StringVar(&a.input, "input", "", "input topic")
+	a.fs.StringVar(&a.stateDir, "state-dir", "./state", "the worker's state directory")
+	return a
+}
+
+// parse reads the environment, then args, and checks the named flags.
+func (a *adminFlags) parse(args []string, required ...string) error {
+	var errs []error
+	a.fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := os.LookupEnv(envName(f.Name)); ok {
+			if err := a.fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", envName(f.Name), err))
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// Go's flag package stops at the first positional argument; keep
+	// parsing after it so `table get <id> --group g` works too.
+	for rest := args; ; {
+		if err := a.fs.Parse(rest); err != nil {
+			return err
+		}
+		if a.fs.NArg() == 0 {
+			break
+		}
+		a.args = append(a.args, a.fs.Arg(0))
+		rest = a.fs.Args()[1:]
+	}
+	for _, r := range required {
+		missing := a.fs.Lookup(r).Value.String() == ""
+		if r == "brokers" {
+			missing = len(a.brokers) == 0
+		}
+		if missing {
+			errs = append(errs, fmt.Errorf("--%s: required (or %s)", r, envName(r)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (a *adminFlags) connect() (sarama.Client, sarama.ClusterAdmin, error) {
+	c := sarama.NewConfig()
+	c.Version = kafkautil.SaramaVersion
+	client, err := sarama.NewClient(a.brokers, c)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--brokers %v: %w", a.brokers, err)
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	return client, admin, nil
+}
+
+// runResetOffsets moves the group's input offsets for a replay.
+func runResetOffsets(args []string, out io.Writer) error {
+	a := newAdminFlags("processor reset-offsets")
+	to := a.fs.String("to", "", "earliest | latest | datetime=<RFC 3339> | offset=<n> (required)")
+	dryRun := a.fs.Bool("dry-run", false, "print current and new offsets, change nothing")
+	if err := a.parse(args, "brokers", "group", "input", "to"); err != nil {
+		return err
+	}
+	if len(a.args) > 0 {
+		return fmt.Errorf("unexpected arguments %q", a.args)
+	}
+	target, err := groupadmin.ParseTarget(*to)
+	if err != nil {
+		return fmt.Errorf("--to: %w", err)
+	}
+	client, admin, err := a.connect()
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	moves, err := groupadmin.Plan(client, admin, a.group, a.input, target)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "TOPIC\tPARTITION\tCURRENT\tNEW\n")
+	for _, mv := range moves {
+		cur := fmt.Sprint(mv.Current)
+		if mv.Current < 0 {
+			cur = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", a.input, mv.Partition, cur, mv.New)
+	}
+	tw.Flush()
+	if *dryRun {
+		fmt.Fprintln(out, "dry run: nothing changed")
+		return nil
+	}
+	if err := groupadmin.CheckInactive(admin, a.group); err != nil {
+		return err
+	}
+	if err := groupadmin.Apply(client, a.group, a.input, moves); err != nil {
+		return err
+	}
+	after, err := groupadmin.Plan(client, admin, a.group, a.input, target)
+	if err != nil {
+		return err
+	}
+	for i, mv := range after {
+		if mv.Current != moves[i].New {
+			return fmt.Errorf("partition %d: committed offset is %d after the reset, want %d", mv.Partition, mv.Current, moves[i].New)
+		}
+	}
+	fmt.Fprintf(out, "group %s moved on %s; already processed events will be skipped by the table\n", a.group, a.input)
+	return nil
+}
+
+// runResetState deletes the group's table topic and its local state, for a
+// replay from scratch.
+func runResetState(args []string, out io.Writer) error {
+	a := newAdminFlags("processor reset-state")
+	yes := a.fs.Bool("yes", false, "really delete the table topic and the local state")
+	if err := a.parse(args, "brokers", "group"); err != nil {
+		return err
+	}
+	table := a.group + "-table"
+	local, _ := filepath.Glob(filepath.Join(a.stateDir, table+".*"))
+	if !*yes {
+		fmt.Fprintf(out, "would delete topic %s and %d local table directories under %s\n", table, len(local), a.stateDir)
+		return errors.New("--yes: required to delete the table (every event is then processed again on replay)")
+	}
+	_, admin, err := a.connect()
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	if err := groupadmin.CheckInactive(admin, a.group); err != nil {
+		return err
+	}
+	if err := admin.DeleteTopic(table); err != nil && !errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+		return fmt.Errorf("delete topic %s: %w", table, err)
+	}
+	for _, dir := range local {
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "deleted topic %s and %d local table directories; reset the offsets (e.g. --to earliest) to replay from scratch\n", table, len(local))
+	return nil
+}
+
+// runTable inspects the local table of a stopped worker:
+// `table get <id> [--source S]` or `table stats`.
+func runTable(args []string, out io.Writer) error {
+	if len(args) == 0 || (args[0] != "get" && args[0] != "stats") {
+		return errors.New("usage: processor table get <id> | stats --group G --state-dir D")
+	}
+	sub := args[0]
+	a := newAdminFlags("processor table " + sub)
+	source := a.fs.String("source", "", "CloudEvents ce_source, when IDs come from headers")
+	if err := a.parse(args[1:], "group", "state-dir"); err != nil {
+		return err
+	}
+	table := a.group + "-table"
+	if sub == "stats" {
+		stats, err := processor.TableStats(a.stateDir, table)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "PARTITION\tENTRIES\tCHANGELOG-OFFSET\tNEXT-EXPIRY\n")
+		var total int64
+		for _, s := range stats {
+			exp := "-"
+			if s.NextExpiry > 0 {
+				exp = time.Unix(0, s.NextExpiry).UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\n", s.Partition, s.Entries, s.ChangelogNext, exp)
+			total += s.Entries
+		}
+		fmt.Fprintf(tw, "total\t%d\t\t\n", total)
+		return tw.Flush()
+	}
+	if len(a.args) != 1 {
+		return errors.New("usage: processor table get <id> --group G --state-dir D")
+	}
+	id := a.args[0]
+	key := id
+	if *source != "" {
+		key = *source + "\x00" + id
+	}
+	l, err := processor.GetLocal(a.stateDir, table, key)
+	if err != nil {
+		return err
+	}
+	ans := seenAnswer{ID: id, OwnedPartitions: l.Owned}
+	if l.Found {
+		if ans, err = decodedAnswer(l.Partition, l.Value); err != nil {
+			return err
+		}
+		ans.ID = id
+	} else {
+		ans.Note = "not in the local table"
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(ans); err != nil {
+		return err
+	}
+	if !l.Found {
+		return fmt.Errorf("%q: %w", id, errNotSeen)
+	}
+	return nil
+}
+
+var errNotSeen = errors.New("not seen")
