@@ -23,6 +23,9 @@ const usage = `usage: processor <command> [flags]
 commands:
   run    run the worker (processor run -h lists the flags)
   demo   run the worker on an embedded Kafka-protocol broker with a sample stream
+  reset-offsets  move a stopped group's input offsets for a replay (--to, --dry-run)
+  reset-state    delete a stopped group's table topic and local state (--yes)
+  table          inspect a stopped worker's local table: table get <id> | table stats
   verify check that every input event was output exactly once (processor verify -h)
 `
 
@@ -50,6 +53,12 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		}
 	case "demo":
 		err = runDemo(ctx, args[1:], stdout)
+	case "reset-offsets":
+		err = runResetOffsets(args[1:], stdout)
+	case "reset-state":
+		err = runResetState(args[1:], stdout)
+	case "table":
+		err = runTable(args[1:], stdout)
 	case "verify":
 		err = runVerify(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
