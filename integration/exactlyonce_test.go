@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
+
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/processor"
@@ -89,11 +91,20 @@ func TestExactlyOnceFaultBeforeCommit(t *testing.T) {
 		t.Fatal("no transaction reached the injected fault")
 	}
 
-	// Nothing of the open transaction is visible to read_committed readers,
-	// and LevelDB holds no seen record.
-	if out := e.read(e.output); len(out) != 0 {
+	// Nothing of the still open transaction is visible to read_committed
+	// readers (its records are in the log: the HWM moved), and LevelDB holds
+	// no seen record.
+	if hwm := highWaterMarks(t, e.brokers, e.output); hwm == 0 {
+		t.Fatal("the injected fault came before the outputs were produced; the test proves nothing")
+	}
+	out, err := kafkatest.ReadAll(context.Background(), e.brokers, e.output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 0 {
 		t.Fatalf("%d output records visible after a crash before commit", len(out))
 	}
+
 	for p := int32(0); p < 3; p++ {
 		n := 0
 		err := processor.ReadTable(state, topo.TableTopic(), p, func(string, []byte) error { n++; return nil })
@@ -158,4 +169,28 @@ func TestExactlyOnceWithTwoThreads(t *testing.T) {
 	if processed, skipped := obs.counts(); processed != 200 || skipped != 50 {
 		t.Fatalf("processed %d, skipped %d; want 200 and 50", processed, skipped)
 	}
+}
+
+// highWaterMarks sums the high-water marks of topic: records in the log,
+// committed or not.
+func highWaterMarks(t *testing.T, brokers []string, topic string) int64 {
+	t.Helper()
+	client, err := sarama.NewClient(brokers, kafkatest.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, p := range parts {
+		n, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum += n
+	}
+	return sum
 }

@@ -158,11 +158,14 @@ func (e *env) waitProcessed(group string) {
 	}
 }
 
-// read returns everything on topic.
+// read returns everything committed on topic, once no transaction is open.
 func (e *env) read(topic string) []kafkatest.Record {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if err := kafkatest.WaitSettled(ctx, e.brokers, topic); err != nil {
+		e.t.Fatal(err)
+	}
 	recs, err := kafkatest.ReadAll(ctx, e.brokers, topic)
 	if err != nil {
 		e.t.Fatalf("read %s: %v", topic, err)

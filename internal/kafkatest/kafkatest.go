@@ -286,3 +286,40 @@ func ReadAll(ctx context.Context, brokers []string, topic string) ([]Record, err
 	}
 	return recs, nil
 }
+
+// WaitSettled waits until no partition of topic has an open transaction
+// (last stable offset == high-water mark). A commit's markers are written
+// after CommitTxn returns, so a reader right after a commit can otherwise
+// stop short of records that are already committed.
+func WaitSettled(ctx context.Context, brokers []string, topic string) error {
+	client, err := sarama.NewClient(brokers, Config())
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		for {
+			_, lso, err := kafkautil.Bounds(client, topic, p)
+			if err != nil {
+				return err
+			}
+			hwm, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+			if err != nil {
+				return err
+			}
+			if lso >= hwm {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s/%d still has an open transaction (LSO %d < HWM %d): %w", topic, p, lso, hwm, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}

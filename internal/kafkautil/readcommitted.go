@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/IBM/sarama"
 )
@@ -51,7 +52,7 @@ func Bounds(client sarama.Client, topic string, partition int32) (start, lso int
 func ReadCommitted(ctx context.Context, client sarama.Client, topic string, partition int32, from, to int64,
 	fn func(offset int64, rec *sarama.Record) error) (int64, error) {
 	next := from
-	idle := 0
+	lastProgress := time.Now()
 	for next < to {
 		if err := ctx.Err(); err != nil {
 			return next, err
@@ -82,15 +83,21 @@ func ReadCommitted(ctx context.Context, client sarama.Client, topic string, part
 		if next, err = readBlock(block, next, to, fn); err != nil {
 			return next, err
 		}
-		if next == before {
-			// Nothing below the LSO yet (a transaction still open); the
-			// broker waited MaxWaitTime, so this is not a busy loop.
-			if idle++; idle > 120 {
-				return next, fmt.Errorf("fetch %s/%d: no progress at offset %d (target %d) for a minute", topic, partition, next, to)
-			}
+		if next != before {
+			lastProgress = time.Now()
 			continue
 		}
-		idle = 0
+		// No batch came back although the partition is stable past next:
+		// what lies in [next, to) are record batches that compaction
+		// emptied, which sarama's decoder drops. Nothing is left to read.
+		if len(block.RecordsSet) == 0 && !block.Partial && block.LastStableOffset >= to {
+			return to, nil
+		}
+		// Otherwise a transaction is still open below to; the broker waited
+		// MaxWaitTime before answering.
+		if time.Since(lastProgress) > time.Minute {
+			return next, fmt.Errorf("fetch %s/%d: no progress at offset %d (target %d, LSO %d) for a minute", topic, partition, next, to, block.LastStableOffset)
+		}
 	}
 	return next, nil
 }
