@@ -110,13 +110,8 @@ func New(cfg Config, topo *dedup.Topology) (*Runner, error) {
 }
 
 func prepareTopics(cfg Config, sc *sarama.Config, topo *dedup.Topology) error {
-	client, err := kafkautil.WaitForBroker(cfg.Brokers, sc, 30*time.Second)
+	admin, err := kafkautil.Admin(cfg.Brokers, sc, 30*time.Second)
 	if err != nil {
-		return err
-	}
-	admin, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
-		client.Close()
 		return err
 	}
 	defer admin.Close()

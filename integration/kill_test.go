@@ -4,8 +4,6 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
-
-	"github.com/dedupkit/dedup/internal/kafkatest"
 )
 
 // killResult is what a SIGKILL scenario produced.
@@ -23,15 +21,7 @@ func killScenario(t *testing.T, guarantee string, kills int) killResult {
 	state := t.TempDir()
 	args := workerArgs(e, group, state, "--guarantee", guarantee, "--session-timeout", "3s")
 
-	type streamed struct {
-		recs []kafkatest.Record
-		err  error
-	}
-	done := make(chan streamed, 1)
-	go func() {
-		recs, err := e.stream("k", 4000, 100*time.Millisecond)
-		done <- streamed{recs, err}
-	}()
+	done := e.streamInBackground("k", 4000, 100*time.Millisecond)
 
 	res := killResult{}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))

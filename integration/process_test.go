@@ -163,3 +163,20 @@ func (e *env) stream(prefix string, n int, pace time.Duration) ([]kafkatest.Reco
 	_, err := kafkatest.Produce(e.brokers, e.input, later)
 	return distinct, err
 }
+
+// streamed is the outcome of a background stream.
+type streamed struct {
+	recs []kafkatest.Record
+	err  error
+}
+
+// streamInBackground runs e.stream in a goroutine; receive from the channel
+// to wait for it.
+func (e *env) streamInBackground(prefix string, n int, pace time.Duration) <-chan streamed {
+	done := make(chan streamed, 1)
+	go func() {
+		recs, err := e.stream(prefix, n, pace)
+		done <- streamed{recs, err}
+	}()
+	return done
+}

@@ -4,8 +4,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/dedupkit/dedup/internal/kafkatest"
 )
 
 // An instance stopped (SIGSTOP) past its session timeout loses its
@@ -18,15 +16,7 @@ func TestZombieInstanceIsFenced(t *testing.T) {
 	a := startProc(t, bin, workerArgs(e, group, t.TempDir(), "--session-timeout", "3s")...)
 	b := startProc(t, bin, workerArgs(e, group, t.TempDir(), "--session-timeout", "3s")...)
 
-	type streamed struct {
-		recs []kafkatest.Record
-		err  error
-	}
-	done := make(chan streamed, 1)
-	go func() {
-		recs, err := e.stream("z", 3000, 100*time.Millisecond)
-		done <- streamed{recs, err}
-	}()
+	done := e.streamInBackground("z", 3000, 100*time.Millisecond)
 
 	// Both own partitions and work before A is frozen.
 	a.waitMetric("dedup_events_processed_total", 30*time.Second, func(v float64) bool { return v > 0 })

@@ -66,13 +66,8 @@ func New(cfg Config, topo *dedup.Topology) (*Processor, error) {
 }
 
 func prepareTopics(cfg *Config, topo *dedup.Topology) (int32, error) {
-	client, err := kafkautil.WaitForBroker(cfg.Brokers, baseConfig(cfg, "dedup-admin"), 30*time.Second)
+	admin, err := kafkautil.Admin(cfg.Brokers, baseConfig(cfg, "dedup-admin"), 30*time.Second)
 	if err != nil {
-		return 0, err
-	}
-	admin, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
-		client.Close()
 		return 0, err
 	}
 	defer admin.Close()

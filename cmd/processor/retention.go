@@ -17,13 +17,8 @@ import (
 func checkRetention(cfg *Config, log *slog.Logger) error {
 	c := sarama.NewConfig()
 	c.Version = kafkautil.SaramaVersion
-	client, err := kafkautil.WaitForBroker(cfg.Brokers, c, 30*time.Second)
+	admin, err := kafkautil.Admin(cfg.Brokers, c, 30*time.Second)
 	if err != nil {
-		return err
-	}
-	admin, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
-		client.Close()
 		return err
 	}
 	defer admin.Close()

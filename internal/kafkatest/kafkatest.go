@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -78,93 +76,6 @@ func Produce(brokers []string, topic string, recs []Record) ([]Record, error) {
 		out[i] = r
 	}
 	return out, nil
-}
-
-// ReadUntil reads every partition of topic from the oldest offset,
-// read_committed, and returns once until(records so far) is true, or with
-// ctx's error and what it has. Records are ordered by partition and offset.
-func ReadUntil(ctx context.Context, brokers []string, topic string, until func([]Record) bool) ([]Record, error) {
-	consumer, err := sarama.NewConsumer(brokers, Config())
-	if err != nil {
-		return nil, err
-	}
-	defer consumer.Close()
-	parts, err := consumer.Partitions(topic)
-	if err != nil {
-		return nil, fmt.Errorf("partitions of %s: %w", topic, err)
-	}
-	var (
-		mu   sync.Mutex
-		recs []Record
-	)
-	check := make(chan struct{}, 1)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, p := range parts {
-		pc, err := consumer.ConsumePartition(topic, p, sarama.OffsetOldest)
-		if err != nil {
-			return nil, fmt.Errorf("consume %s/%d: %w", topic, p, err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer pc.Close()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case m := <-pc.Messages():
-					h := make(map[string][]byte, len(m.Headers))
-					for _, rh := range m.Headers {
-						h[string(rh.Key)] = rh.Value
-					}
-					mu.Lock()
-					recs = append(recs, Record{Key: string(m.Key), Value: m.Value, Headers: h, Partition: m.Partition, Offset: m.Offset})
-					mu.Unlock()
-					select {
-					case check <- struct{}{}:
-					default:
-					}
-				}
-			}
-		}()
-	}
-	snapshot := func() []Record {
-		mu.Lock()
-		defer mu.Unlock()
-		out := append([]Record(nil), recs...)
-		sort.Slice(out, func(i, j int) bool {
-			if out[i].Partition != out[j].Partition {
-				return out[i].Partition < out[j].Partition
-			}
-			return out[i].Offset < out[j].Offset
-		})
-		return out
-	}
-	// An empty topic may already satisfy until.
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if got := snapshot(); until(got) {
-			cancel()
-			wg.Wait()
-			return got, nil
-		}
-		select {
-		case <-ctx.Done():
-			cancel()
-			wg.Wait()
-			return snapshot(), ctx.Err()
-		case <-check:
-		case <-tick.C:
-		}
-	}
-}
-
-// AtLeast is an until condition: n records or more.
-func AtLeast(n int) func([]Record) bool {
-	return func(r []Record) bool { return len(r) >= n }
 }
 
 // EndOffsets returns, for every partition of topic, the offset after its
@@ -273,11 +184,7 @@ func ReadAll(ctx context.Context, brokers []string, topic string) ([]Record, err
 			return nil, err
 		}
 		_, err = kafkautil.ReadCommitted(ctx, client, topic, p, start, lso, func(off int64, r *sarama.Record) error {
-			h := make(map[string][]byte, len(r.Headers))
-			for _, rh := range r.Headers {
-				h[string(rh.Key)] = rh.Value
-			}
-			recs = append(recs, Record{Key: string(r.Key), Value: r.Value, Headers: h, Partition: p, Offset: off})
+			recs = append(recs, Record{Key: string(r.Key), Value: r.Value, Headers: headerMap(r.Headers), Partition: p, Offset: off})
 			return nil
 		})
 		if err != nil {
@@ -322,4 +229,12 @@ func WaitSettled(ctx context.Context, brokers []string, topic string) error {
 		}
 	}
 	return nil
+}
+
+func headerMap(hs []*sarama.RecordHeader) map[string][]byte {
+	h := make(map[string][]byte, len(hs))
+	for _, rh := range hs {
+		h[string(rh.Key)] = rh.Value
+	}
+	return h
 }
