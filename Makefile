@@ -56,3 +56,36 @@ kafka-up:
 
 kafka-down:
 	$(KAFKA) down
+
+# The fault suite at scale (issue 4, docs/reliability.md). Starts its own 3-broker
+# cluster on 127.0.0.1:19092-19094 (data in .kafka-chaos, wiped first; never the
+# broker of `make test`), produces 500k events with 20% duplicates and 5k malformed
+# records while it SIGKILLs workers 30 times, scales them, kills two brokers, makes a
+# zombie and wipes a state dir; exactly-once is asserted, at-least-once reported.
+# Logs of every worker incarnation in .chaos/run-*. Extra flags: CHAOSFLAGS=...
+CHAOSFLAGS ?=
+.PHONY: chaos chaos-short
+chaos:
+	$(GO) run ./integration/chaos $(CHAOSFLAGS)
+
+# The short version on a single broker of its own (TestChaosShort runs the same
+# preset against KAFKA_BROKERS in `make test`).
+chaos-short:
+	$(GO) run ./integration/chaos --preset short $(CHAOSFLAGS)
+
+# The benchmark of issue 5 (docs/benchmarks.md): starts a broker of its own on
+# 127.0.0.1:29092 (data in .kafka-bench, deleted afterwards; never the broker of
+# `make test`), Redis and PostgreSQL on 26379/25432 (apt-get installed when missing),
+# runs every contender 3 times on 1M events, measures latency, restore and memory,
+# and writes docs/benchmarks.md and its charts. About 30 minutes on 2 cores.
+# bench-smoke: the same at toy size in about a minute, no doc; it fails unless every
+# contender delivered every event exactly once. Extra flags: BENCHFLAGS=...
+BENCHFLAGS  ?=
+BENCH_KAFKA := KAFKA_PORT=29092 KAFKA_DATA=$(CURDIR)/.kafka-bench $(KAFKA)
+.PHONY: bench bench-smoke
+bench bench-smoke:
+	$(GO) build -o bin/bench ./bench/cmd/bench
+	@set -e; trap '$(BENCH_KAFKA) clean' EXIT; $(BENCH_KAFKA) up; \
+	BENCH_COMMAND="make $@$(if $(BENCHFLAGS), BENCHFLAGS='$(BENCHFLAGS)')" \
+	  bin/bench $(if $(filter bench-smoke,$@),smoke,run) -brokers 127.0.0.1:29092 \
+	  -kafka-data $(CURDIR)/.kafka-bench $(BENCHFLAGS)

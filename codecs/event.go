@@ -129,6 +129,11 @@ func decodeJSON(value []byte, idField string) (*Event, error) {
 	if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(trimmed) {
 		return nil, newDecodeError(ErrNotJSON, describeNotJSON(value))
 	}
+	// encoding/json replaces invalid UTF-8 with U+FFFD, which would make
+	// IDs that differ only in their bad bytes one dedup key: refuse them.
+	if !utf8.Valid(trimmed) {
+		return nil, newDecodeError(ErrBadField, "value is not valid UTF-8")
+	}
 	ev := &Event{Raw: value}
 	if err := json.Unmarshal(trimmed, ev); err != nil {
 		return nil, newDecodeError(ErrBadField, err.Error())

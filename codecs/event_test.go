@@ -138,3 +138,10 @@ func FuzzDecoder(f *testing.F) {
 		}
 	})
 }
+
+func TestDecoderRejectsInvalidUTF8(t *testing.T) {
+	_, err := Decoder{ID: DefaultIDSource()}.Decode([]byte("{\"eventId\":\"a\xff\"}"), nil)
+	if !errors.Is(err, ErrBadField) {
+		t.Fatalf("err = %v, want ErrBadField", err)
+	}
+}

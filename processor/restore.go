@@ -20,9 +20,18 @@ const restoreChunk = 10000
 // and restore from the start.
 func (m *member) restore(ctx context.Context, p int32, s *store) error {
 	topic := m.topo.TableTopic()
-	logStart, lso, err := kafkautil.Bounds(m.client, topic, p)
+	logStart, _, err := kafkautil.Bounds(m.client, topic, p)
 	if err != nil {
 		return err
+	}
+	// Restore up to the log end (high-water mark), not the LSO: a dead
+	// instance's open transaction can pin the LSO below seen records that
+	// other members committed after it; stopping there (or judging the
+	// stored offset against it) would lose them. ReadCommitted waits until
+	// the open transaction is decided (at most the transaction timeout).
+	lso, err := m.client.GetOffset(topic, p, sarama.OffsetNewest)
+	if err != nil {
+		return fmt.Errorf("end offset of %s/%d: %w", topic, p, err)
 	}
 	from, err := s.ChangelogNext()
 	if err != nil {
@@ -33,7 +42,7 @@ func (m *member) restore(ctx context.Context, p int32, s *store) error {
 	}
 	if from < logStart || from > lso {
 		m.log.Warn("table store out of range of the changelog, restoring from the start",
-			"partition", p, "stored", from, "logStart", logStart, "lso", lso)
+			"partition", p, "stored", from, "logStart", logStart, "logEnd", lso)
 		if err := s.Wipe(); err != nil {
 			return err
 		}

@@ -15,6 +15,19 @@ import (
 // caught up at the LSO; "high water mark - 1" may be a transaction marker that
 // is never delivered, so waiting for it hangs.
 func Bounds(client sarama.Client, topic string, partition int32) (start, lso int64, err error) {
+	// A leader moved by a broker restart answers NOT_LEADER until the
+	// client's metadata is refreshed; retry a few times after a refresh.
+	for attempt := 0; ; attempt++ {
+		start, lso, err = bounds(client, topic, partition)
+		if err == nil || attempt == 5 {
+			return start, lso, err
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+		_ = client.RefreshMetadata(topic)
+	}
+}
+
+func bounds(client sarama.Client, topic string, partition int32) (start, lso int64, err error) {
 	leader, err := client.Leader(topic, partition)
 	if err != nil {
 		return 0, 0, fmt.Errorf("leader of %s/%d: %w", topic, partition, err)

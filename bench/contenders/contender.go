@@ -1,0 +1,116 @@
+// Package contenders holds the benchmark's contenders: the same job (read the
+// input, drop duplicate events, write each event once to the output) done by
+// a raw pipe with no state (the ceiling), by this project's worker in its two
+// runtimes, and by the two patterns it replaces, Redis SET NX and a
+// processed_messages table in PostgreSQL. Each one runs in its own process
+// (see Main) so the harness can read its CPU time and peak RSS from /proc.
+package contenders
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/dedupkit/dedup/processor"
+)
+
+// Kind names a contender implementation.
+type Kind string
+
+const (
+	Raw      Kind = "raw"      // sarama consumer group -> async producer, no state
+	Exactly  Kind = "eos"      // this worker, processor.New (exactly-once)
+	AtLeast  Kind = "alo"      // this worker, atleastonce.New (goka)
+	Redis    Kind = "redis"    // SET key NX EX ttl before the handler
+	Postgres Kind = "postgres" // processed_messages + business upsert per transaction
+)
+
+// Kinds lists every kind.
+var Kinds = []Kind{Raw, Exactly, AtLeast, Redis, Postgres}
+
+// Config is one contender process's job.
+type Config struct {
+	Kind    Kind
+	Brokers []string
+	Input   string
+	Output  string
+	Group   string // consumer group; also the Redis key prefix and consumer_name
+	// StateDir holds the worker's LevelDB tables (eos, alo).
+	StateDir string
+	// CommitInterval: the worker's transaction (eos) or offset commit (alo,
+	// raw, redis, postgres) interval.
+	CommitInterval time.Duration
+	RedisAddr      string
+	RedisTTL       time.Duration // the SET NX expiry
+	PostgresDSN    string
+	Logger         *slog.Logger
+	// Hooks (eos only) receives the runtime's events (restore progress).
+	Hooks processor.Hooks
+}
+
+// Validate reports a config that cannot run.
+func (c *Config) Validate() error {
+	var errs []error
+	known := false
+	for _, k := range Kinds {
+		known = known || c.Kind == k
+	}
+	if !known {
+		errs = append(errs, fmt.Errorf("kind %q: want one of %v", c.Kind, Kinds))
+	}
+	if len(c.Brokers) == 0 || c.Input == "" || c.Output == "" || c.Group == "" {
+		errs = append(errs, errors.New("brokers, input, output and group are required"))
+	}
+	if c.CommitInterval <= 0 {
+		errs = append(errs, errors.New("commit interval must be positive"))
+	}
+	switch c.Kind {
+	case Exactly, AtLeast:
+		if c.StateDir == "" {
+			errs = append(errs, errors.New("state dir is required for the worker"))
+		}
+	case Redis:
+		if c.RedisAddr == "" || c.RedisTTL <= 0 {
+			errs = append(errs, errors.New("redis address and a positive TTL are required"))
+		}
+	case Postgres:
+		if c.PostgresDSN == "" {
+			errs = append(errs, errors.New("postgres DSN is required"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs the contender until ctx is done. ready is called once, when the
+// contender holds its partitions and consumes (for the worker: once every
+// partition's table is restored).
+func Run(ctx context.Context, cfg Config, ready func()) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("contender: %w", err)
+	}
+	switch cfg.Kind {
+	case Exactly, AtLeast:
+		return runWorker(ctx, cfg, ready)
+	case Raw:
+		return runPipe(ctx, cfg, passThrough{}, ready)
+	case Redis:
+		st, err := newRedisStage(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		return runPipe(ctx, cfg, st, ready)
+	default:
+		st, err := newPostgresStage(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		return runPipe(ctx, cfg, st, ready)
+	}
+}

@@ -1,0 +1,204 @@
+package contenders
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/dedupkit/dedup/processor"
+)
+
+// Lines a contender process writes to stdout for the harness.
+const (
+	LineReady    = "READY"    // partitions held (and restored): consuming
+	LineRestored = "RESTORED" // RESTORED <records> <seconds>: restore totals (eos)
+	// LineCommits is written at exit (eos): COMMITS <transactions> <seconds
+	// the processing loop spent committing> <records produced in them>.
+	LineCommits = "COMMITS"
+)
+
+// Main is the entry point of a contender process: `contender -kind K ...`.
+// It runs until SIGTERM or SIGINT, then shuts down cleanly. It writes
+// READY to stdout once consuming and logs to stderr.
+func Main(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("contender", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfg        Config
+		kind       string
+		brokers    string
+		cpuProfile string
+		logLevel   string
+	)
+	fs.StringVar(&kind, "kind", "", "raw, eos, alo, redis or postgres")
+	fs.StringVar(&brokers, "brokers", "", "comma-separated bootstrap brokers")
+	fs.StringVar(&cfg.Input, "input", "", "input topic")
+	fs.StringVar(&cfg.Output, "output", "", "output topic")
+	fs.StringVar(&cfg.Group, "group", "", "consumer group")
+	fs.StringVar(&cfg.StateDir, "state-dir", "", "worker state dir (eos, alo)")
+	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "transaction / offset commit interval")
+	fs.StringVar(&cfg.RedisAddr, "redis", "", "redis host:port")
+	fs.DurationVar(&cfg.RedisTTL, "redis-ttl", time.Hour, "SET NX expiry")
+	fs.StringVar(&cfg.PostgresDSN, "postgres", "", "PostgreSQL DSN")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&logLevel, "log-level", "warn", "debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		fmt.Fprintln(stderr, "contender: -log-level:", err)
+		return 2
+	}
+	if dir := os.Getenv("BENCH_CPUPROFILE_DIR"); dir != "" && cpuProfile == "" {
+		cpuProfile = filepath.Join(dir, cfg.Group+".pprof") // profiling every contender by hand
+	}
+	cfg.Kind = Kind(kind)
+	cfg.Brokers = strings.Split(brokers, ",")
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	out := &lockedWriter{w: stdout}
+	hooks := &restoreHooks{}
+	cfg.Hooks = hooks
+
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "contender:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "contender:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	go func() { // ends on the first signal or when Main returns
+		select {
+		case <-sigs:
+			if dir := os.Getenv("BENCH_HEAPPROFILE_DIR"); dir != "" {
+				writeHeapProfile(filepath.Join(dir, cfg.Group+".exit.heap.pprof"), stderr)
+			}
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := Run(ctx, cfg, func() {
+		if n, d := hooks.totals(); n > 0 {
+			out.printf("%s %d %.6f\n", LineRestored, n, d.Seconds())
+		}
+		out.printf("%s\n", LineReady)
+		if dir := os.Getenv("BENCH_HEAPPROFILE_DIR"); dir != "" {
+			writeHeapProfile(filepath.Join(dir, cfg.Group+".heap.pprof"), stderr)
+		}
+	})
+	if n, d, recs := hooks.commitTotals(); n > 0 {
+		out.printf("%s %d %.6f %d\n", LineCommits, n, d.Seconds(), recs)
+	}
+	if err != nil && ctx.Err() == nil {
+		fmt.Fprintln(stderr, "contender:", err)
+		return 1
+	}
+	return 0
+}
+
+// writeHeapProfile writes the live heap (after a GC) and logs the Go
+// runtime's memory figures: for finding where RSS goes, by hand.
+func writeHeapProfile(path string, log io.Writer) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fmt.Fprintf(log, "heap: inuse %d MiB, idle %d MiB, released %d MiB, sys %d MiB\n",
+		ms.HeapInuse>>20, ms.HeapIdle>>20, ms.HeapReleased>>20, ms.Sys>>20)
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(log, "heap profile:", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		fmt.Fprintln(log, "heap profile:", err)
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) printf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, format, args...)
+}
+
+// restoreHooks times the exactly-once runtime's restore (from the first
+// session's start, Rebalanced, before the stores are opened, to the last
+// partition's final progress report) and adds up its transactions.
+type restoreHooks struct {
+	processor.NopHooks
+	mu       sync.Mutex
+	start    time.Time
+	end      time.Time
+	restored int64
+
+	commits       int
+	commitTime    time.Duration
+	commitRecords int
+}
+
+func (h *restoreHooks) TxnCommitted(took time.Duration, records int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.commits++
+	h.commitTime += took
+	h.commitRecords += records
+}
+
+func (h *restoreHooks) commitTotals() (int, time.Duration, int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.commits, h.commitTime, h.commitRecords
+}
+
+func (h *restoreHooks) Rebalanced() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.start.IsZero() {
+		h.start = time.Now()
+	}
+}
+
+func (h *restoreHooks) RestoreProgress(_ int32, restored, remaining int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.restored += restored
+	if remaining == 0 && h.restored > 0 {
+		h.end = time.Now()
+	}
+}
+
+func (h *restoreHooks) totals() (int64, time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.end.IsZero() {
+		return 0, 0
+	}
+	return h.restored, h.end.Sub(h.start)
+}

@@ -1,0 +1,68 @@
+package contenders
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/atleastonce"
+	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/processor"
+)
+
+// Topology is the worker's graph as `processor run` builds it with its
+// defaults: event-id dedup key from the "eventId" field, a week's retention,
+// the forward handler (output = input event), 3 handler retries.
+func Topology(cfg Config) *dedup.Topology {
+	return &dedup.Topology{
+		Group: cfg.Group, Input: cfg.Input, Output: cfg.Output, DLQ: cfg.Group + "-dlq",
+		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
+		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward(),
+		HandlerRetries: 3, RetryBackoff: 100 * time.Millisecond,
+		StaleEvents: dedup.StaleProcess, Logger: cfg.Logger,
+	}
+}
+
+type readier interface {
+	Run(ctx context.Context) error
+	Ready() bool
+}
+
+// runWorker runs this project's worker in-process, exactly as the binary's
+// `run` command wires it (without the HTTP endpoint and Prometheus metrics).
+func runWorker(ctx context.Context, cfg Config, ready func()) error {
+	topo := Topology(cfg)
+	var (
+		w   readier
+		err error
+	)
+	if cfg.Kind == Exactly {
+		w, err = processor.New(processor.Config{Brokers: cfg.Brokers, StateDir: cfg.StateDir,
+			CommitInterval: cfg.CommitInterval, Logger: cfg.Logger, Hooks: cfg.Hooks}, topo)
+	} else {
+		w, err = atleastonce.New(atleastonce.Config{Brokers: cfg.Brokers, StateDir: cfg.StateDir,
+			CommitInterval: cfg.CommitInterval, Replication: -1, ClientID: "bench-" + cfg.Group,
+			Logger: cfg.Logger}, topo)
+	}
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			if w.Ready() {
+				ready()
+				return <-done
+			}
+		}
+	}
+}

@@ -1,0 +1,191 @@
+// Package harness runs the benchmark of issue 5: the same input through
+// every contender, one after another, against one broker, and reports
+// throughput, end-to-end latency, CPU, peak RSS, correctness and the dedup
+// table's restore and memory figures, as a table and as docs/benchmarks.md
+// with charts it draws itself.
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/dedupkit/dedup/bench/contenders"
+)
+
+// Config is one benchmark run.
+type Config struct {
+	Brokers []string
+	// Records is N, the input size of the throughput runs (duplicates
+	// included); Runs is how many times each contender reads it (the median
+	// is reported).
+	Records int
+	// SlowRecords, when set below Records, is the input size for the Redis
+	// and PostgreSQL contenders (a plan of the same shape), so a full run
+	// fits in its time; their throughput is a rate either way.
+	SlowRecords int
+	Runs        int
+	Partitions  int32
+	DupRate     float64
+	// PayloadBytes is the size of each event's payload object.
+	PayloadBytes int
+	// Rate (records/s) and LatencySeconds shape the latency runs: a fresh
+	// input written at Rate while the contender runs.
+	Rate           int
+	LatencySeconds float64
+	// LatencyWarmup is the pause between READY and the first record of a
+	// latency run, so the figure is steady state (default 2s).
+	LatencyWarmup time.Duration
+	// Contenders to run, by name (default: all of Contenders()).
+	Contenders []string
+	// RestoreRecords: seen IDs in the one-partition table restored on a
+	// fresh instance; HoldRecords: seen IDs the worker holds for the RSS and
+	// disk figure. 0 skips either.
+	RestoreRecords int
+	HoldRecords    int
+	// Profile adds a CPU-profiled run of the exactly-once worker; HotPath
+	// runs the `go test -bench` hot-path benchmarks. Both go into the doc.
+	Profile bool
+	HotPath bool
+
+	// Exe and ExeEnv start a contender process: Exe with ExeArgs, then
+	// "contender" and its flags, with ExeEnv added to the environment.
+	Exe     string
+	ExeArgs []string
+	ExeEnv  []string
+
+	WorkDir  string // state dirs, logs, profiles (created when missing)
+	Doc      string // markdown report path; "" writes none
+	ChartDir string // where the PNGs go (default: the doc's directory)
+	// KafkaData is the kafka.sh data dir of the broker when the harness knows
+	// it: its pid (for broker CPU) and log dirs (for changelog disk size).
+	KafkaData string
+	// RedisPort and PostgresPort: 0 picks free ports. InstallServices lets
+	// the harness apt-get install them when missing.
+	RedisPort, PostgresPort int
+	InstallServices         bool
+	RunTimeout              time.Duration // per run (default 30m)
+	Command                 string        // the command line, for the doc
+	Log                     io.Writer
+}
+
+// Contender is one benchmarked implementation.
+type Contender struct {
+	Name           string
+	Label          string
+	Kind           contenders.Kind
+	CommitInterval time.Duration
+	// ByRecord: the contender forwards every input record (no dedup), so
+	// its correctness is counted per record.
+	ByRecord bool
+	// KeyByEvent: this contender reads an input keyed by event ID instead of
+	// aggregate ID (same events), so the worker needs no re-keying loop.
+	KeyByEvent bool
+	// Extra: reported beside the line-up, not judged by the targets.
+	Extra bool
+}
+
+// slow reports the contenders that read the SlowRecords input.
+func (c Contender) slow() bool {
+	return c.Kind == contenders.Redis || c.Kind == contenders.Postgres
+}
+
+// recordsFor is the input size contender ct reads.
+func (c *Config) recordsFor(ct Contender) int {
+	if ct.slow() && c.SlowRecords > 0 && c.SlowRecords < c.Records {
+		return c.SlowRecords
+	}
+	return c.Records
+}
+
+// Contenders is the line-up of issue 5.2, in report order.
+func Contenders() []Contender {
+	return []Contender{
+		{Name: "raw-pipe", Label: "raw pipe (no state)", Kind: contenders.Raw, CommitInterval: time.Second, ByRecord: true},
+		{Name: "exactly-once-100ms", Label: "this worker, exactly-once, 100 ms", Kind: contenders.Exactly, CommitInterval: 100 * time.Millisecond},
+		{Name: "exactly-once-1s", Label: "this worker, exactly-once, 1 s", Kind: contenders.Exactly, CommitInterval: time.Second},
+		{Name: "at-least-once-goka", Label: "this worker, at-least-once (goka)", Kind: contenders.AtLeast, CommitInterval: 100 * time.Millisecond},
+		{Name: "redis-setnx", Label: "Redis SET NX EX", Kind: contenders.Redis, CommitInterval: time.Second},
+		{Name: "postgres-processed", Label: "PostgreSQL processed_messages", Kind: contenders.Postgres, CommitInterval: time.Second},
+		{Name: "exactly-once-eventkey", Label: "this worker, exactly-once, 100 ms, input keyed by event ID (no re-key loop)",
+			Kind: contenders.Exactly, CommitInterval: 100 * time.Millisecond, KeyByEvent: true, Extra: true},
+	}
+}
+
+func (c *Config) setDefaults() {
+	if c.Runs == 0 {
+		c.Runs = 3
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 12
+	}
+	if c.PayloadBytes == 0 {
+		c.PayloadBytes = 200
+	}
+	if len(c.Contenders) == 0 {
+		for _, ct := range Contenders() {
+			c.Contenders = append(c.Contenders, ct.Name)
+		}
+	}
+	if c.LatencyWarmup == 0 {
+		c.LatencyWarmup = 2 * time.Second
+	}
+	if c.RunTimeout == 0 {
+		c.RunTimeout = 30 * time.Minute
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+}
+
+// Validate reports a config that cannot run (after defaults).
+func (c *Config) Validate() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("no brokers"))
+	}
+	if c.Records <= 0 || c.Runs <= 0 || c.Partitions <= 0 {
+		errs = append(errs, errors.New("records, runs and partitions must be positive"))
+	}
+	if c.DupRate < 0 || c.DupRate > 0.5 {
+		errs = append(errs, fmt.Errorf("duplicate rate %v: want 0..0.5", c.DupRate))
+	}
+	if c.Rate <= 0 || c.LatencySeconds <= 0 {
+		errs = append(errs, errors.New("latency rate and seconds must be positive"))
+	}
+	if c.SlowRecords < 0 {
+		errs = append(errs, errors.New("slow records must not be negative"))
+	}
+	if c.RestoreRecords < 0 || c.HoldRecords < 0 {
+		errs = append(errs, errors.New("restore and hold records must not be negative"))
+	}
+	if c.Exe == "" || c.WorkDir == "" {
+		errs = append(errs, errors.New("exe and work dir are required"))
+	}
+	names := []string{}
+	for _, ct := range Contenders() {
+		names = append(names, ct.Name)
+	}
+	for _, n := range c.Contenders {
+		if !slices.Contains(names, n) {
+			errs = append(errs, fmt.Errorf("contender %q: want one of %v", n, names))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) selected() []Contender {
+	var out []Contender
+	for _, ct := range Contenders() {
+		if slices.Contains(c.Contenders, ct.Name) {
+			out = append(out, ct)
+		}
+	}
+	return out
+}
+
+func (c *Config) logf(format string, args ...any) {
+	fmt.Fprintf(c.Log, "%s bench: "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}

@@ -1,0 +1,106 @@
+package bench_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dedupkit/dedup/bench/contenders"
+	"github.com/dedupkit/dedup/bench/harness"
+)
+
+// childEnv marks a re-executed test binary as a contender process: the
+// harness runs every contender as a process of its own, and here that
+// process is this test binary.
+const childEnv = "DEDUP_BENCH_CONTENDER=1"
+
+func TestMain(m *testing.M) {
+	if os.Getenv("DEDUP_BENCH_CONTENDER") == "1" && len(os.Args) > 1 && os.Args[1] == "contender" {
+		os.Exit(contenders.Main(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// testLog forwards the harness's progress lines to t.Log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestSmoke is the one-minute smoke of the benchmark: every contender reads
+// a small input once and is measured at a small offered load, and every
+// distinct event must come out exactly once (every record, for the raw
+// pipe). It reports figures, it does not judge speed.
+func TestSmoke(t *testing.T) {
+	brokers := os.Getenv("KAFKA_BROKERS")
+	if brokers == "" {
+		t.Skip("KAFKA_BROKERS is not set; `make test` starts a broker and sets it (or run `make bench-smoke`)")
+	}
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := harness.Config{Brokers: strings.Split(brokers, ","), Records: 4000, Runs: 1, DupRate: 0.2,
+		Rate: 500, LatencySeconds: 2, LatencyWarmup: 500 * time.Millisecond, RestoreRecords: 20000,
+		Exe: exe, ExeEnv: []string{childEnv}, WorkDir: t.TempDir(), InstallServices: os.Geteuid() == 0,
+		RunTimeout: 3 * time.Minute, Command: "go test ./bench -run Smoke", Log: testLog{t}}
+	// Without Redis or PostgreSQL (not installed and not installable) the
+	// other contenders still run; the test then ends skipped, saying why.
+	skipped := ""
+	if err := harness.CheckServices(ctx, cfg.InstallServices, func(s string) { t.Log(strings.TrimSpace(s)) }); err != nil {
+		skipped = err.Error()
+		for _, ct := range harness.Contenders() {
+			if ct.Kind != contenders.Redis && ct.Kind != contenders.Postgres {
+				cfg.Contenders = append(cfg.Contenders, ct.Name)
+			}
+		}
+	}
+	rep, err := harness.Run(ctx, cfg)
+	if rep != nil {
+		var b strings.Builder
+		rep.PrintTable(&b)
+		t.Log("\n" + b.String())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rep.Errors {
+		t.Error(e)
+	}
+	ran := map[string]bool{}
+	for _, r := range rep.Runs {
+		ran[r.Contender] = true
+		c := r.Correct
+		if c.Missing > 0 || c.Duplicates > 0 || c.Foreign > 0 || c.Outputs != c.Expected {
+			t.Errorf("%s: %d outputs for %d expected: %d missing, %d duplicated, %d foreign",
+				r.Contender, c.Outputs, c.Expected, c.Missing, c.Duplicates, c.Foreign)
+		}
+	}
+	for _, l := range rep.Latency {
+		if l.Correct.Missing > 0 || l.Correct.Duplicates > 0 || len(l.Latencies) == 0 {
+			t.Errorf("%s latency run: %d missing, %d duplicated, %d latency samples",
+				l.Contender, l.Correct.Missing, l.Correct.Duplicates, len(l.Latencies))
+		}
+	}
+	for _, ct := range harness.Contenders() {
+		if !ran[ct.Name] && (cfg.Contenders == nil || slices.Contains(cfg.Contenders, ct.Name)) {
+			t.Errorf("%s did not run", ct.Name)
+		}
+	}
+	if rep.Restore == nil || rep.Restore.Records != int64(cfg.RestoreRecords) {
+		t.Errorf("restore: %+v", rep.Restore)
+	}
+	if skipped != "" {
+		t.Skipf("the Redis and PostgreSQL contenders were skipped: %s", skipped)
+	}
+}

@@ -1,0 +1,139 @@
+package processor
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
+
+	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/codecs"
+)
+
+// benchSession is the part of a group session process uses.
+type benchSession struct {
+	sarama.ConsumerGroupSession
+	ctx context.Context
+}
+
+func (s benchSession) Context() context.Context { return s.ctx }
+
+// benchMember is a member with one partition's store and no Kafka: process
+// runs the topology's callback exactly as in a session, queueing records.
+func benchMember(b *testing.B) (*member, *store) {
+	b.Helper()
+	topo := &dedup.Topology{Group: "bench", Input: "orders", Output: "orders-deduped", DLQ: "bench-dlq",
+		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
+		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward(), HandlerRetries: 3,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	graph := topo.Graph()
+	cs := &codecSet{table: graph.GroupTable().Codec(), loop: graph.LoopStream().Codec(), outputs: map[string]goka.Codec{}}
+	for _, e := range graph.OutputStreams() {
+		cs.outputs[e.Topic()] = e.Codec()
+	}
+	cfg := &Config{Brokers: []string{"unused:9092"}, StateDir: b.TempDir()}
+	cfg.setDefaults()
+	s, err := openStore(b.TempDir(), seenExpiry)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	m := &member{cfg: cfg, topo: topo, codecs: cs, hooks: NopHooks{}, log: cfg.Logger, memberName: "bench-0",
+		stores: map[int32]*store{0: s}, offsets: map[string]map[int32]int64{}, cancelSession: func() {}}
+	return m, s
+}
+
+func benchValue(i int) []byte {
+	return []byte(`{"eventId":"evt-bench-` + strconv.Itoa(i) + `","aggregateId":"order-` + strconv.Itoa(i/5) +
+		`","type":"OrderPaid","occurredAt":"2026-12-02T18:00:00.123Z","payload":{"orderId":"order-` + strconv.Itoa(i/5) +
+		`","paymentId":"pay-` + strconv.Itoa(i) + `","amount":3456.50,"note":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx` +
+		`xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}`)
+}
+
+// loopMessage is event i as it comes back from <group>-loop, keyed by its
+// event ID, with the source position in headers.
+func loopMessage(topo *dedup.Topology, i int) *sarama.ConsumerMessage {
+	h := func(k, v string) *sarama.RecordHeader { return &sarama.RecordHeader{Key: []byte(k), Value: []byte(v)} }
+	return &sarama.ConsumerMessage{Topic: topo.LoopTopic(), Partition: 0, Offset: int64(i),
+		Key: []byte("evt-bench-" + strconv.Itoa(i)), Value: benchValue(i), Timestamp: time.Now(),
+		Headers: []*sarama.RecordHeader{h("bench-rec", strconv.Itoa(i)), h("dedup-src-key", "order-"+strconv.Itoa(i/5)),
+			h("dedup-src-topic", topo.Input), h("dedup-src-partition", "3"), h("dedup-src-offset", strconv.Itoa(i)),
+			h("dedup-src-time", "2026-12-02T18:00:00.123Z")}}
+}
+
+// commitEvery stands in for the transaction: every n messages the overlay is
+// applied to LevelDB and the queue emptied, as after a commit (timer off).
+func commitEvery(b *testing.B, m *member, s *store, i, n int) {
+	if (i+1)%n != 0 {
+		return
+	}
+	b.StopTimer()
+	if err := s.Apply(int64(i)); err != nil {
+		b.Fatal(err)
+	}
+	m.pending, m.dirty = m.pending[:0], false
+	b.StartTimer()
+}
+
+// BenchmarkProcess is the exactly-once runtime's per-message work: the
+// topology callback under txnContext (decode, key, table lookup through the
+// overlay, handler, queueing the output and changelog records).
+func BenchmarkProcess(b *testing.B) {
+	sess := benchSession{ctx: context.Background()}
+	b.Run("first-seen", func(b *testing.B) { // from the loop topic: judged, handled, marked
+		m, s := benchMember(b)
+		msgs := make([]*sarama.ConsumerMessage, b.N)
+		for i := range msgs {
+			msgs[i] = loopMessage(m.topo, i)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i, msg := range msgs {
+			m.process(sess, msg)
+			commitEvery(b, m, s, i, 1000)
+		}
+	})
+	b.Run("duplicate", func(b *testing.B) { // seen before (in LevelDB): skipped
+		m, s := benchMember(b)
+		const seen = 10000
+		for i := 0; i < seen; i++ {
+			m.process(sess, loopMessage(m.topo, i))
+		}
+		if err := s.Apply(seen); err != nil {
+			b.Fatal(err)
+		}
+		msgs := make([]*sarama.ConsumerMessage, 1024)
+		for i := range msgs {
+			msgs[i] = loopMessage(m.topo, i*7%seen)
+		}
+		m.pending = m.pending[:0]
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			m.process(sess, msgs[i%len(msgs)])
+		}
+		if len(m.pending) != 0 {
+			b.Fatalf("%d records queued for duplicates", len(m.pending))
+		}
+	})
+	b.Run("rekey", func(b *testing.B) { // from the input, keyed by aggregate: looped
+		m, s := benchMember(b)
+		msgs := make([]*sarama.ConsumerMessage, 1024)
+		for i := range msgs {
+			msgs[i] = &sarama.ConsumerMessage{Topic: m.topo.Input, Key: []byte("order-" + strconv.Itoa(i/5)),
+				Value: benchValue(i), Offset: int64(i), Timestamp: time.Now(),
+				Headers: []*sarama.RecordHeader{{Key: []byte("bench-rec"), Value: []byte(strconv.Itoa(i))}}}
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			m.process(sess, msgs[i%len(msgs)])
+			commitEvery(b, m, s, i, 1000)
+		}
+	})
+}
