@@ -7,7 +7,9 @@ KAFKA     := integration/kafka/kafka.sh
 # A count, not a duration: a duration-based -fuzztime fails spuriously with
 # "context deadline exceeded" in Go 1.26 (golang/go#75804, fixed in 1.27).
 FUZZTIME  ?= 200000x
-TESTFLAGS ?=
+# -p 1: the integration, chaos and benchmark-smoke packages share one broker
+# and two cores; run packages one after another so their timings hold.
+TESTFLAGS ?= -p 1
 
 .PHONY: all build demo test unit integration fuzz kafka-up kafka-down vet
 

@@ -48,7 +48,18 @@ func CreateTopic(brokers []string, topic string, partitions int32) error {
 	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
 		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
-	return nil
+	// Wait until the topic is in the metadata a worker will ask for.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		meta, err := admin.DescribeTopics([]string{topic})
+		if err == nil && len(meta) == 1 && meta[0].Err == sarama.ErrNoError && len(meta[0].Partitions) == int(partitions) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topic %s not visible 30 s after creation", topic)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // Produce writes recs in order (keyed records go to the key's hash
