@@ -145,7 +145,13 @@ func TestExactlyOnceRebalanceRestoresFromChangelog(t *testing.T) {
 
 	// B comes back: partitions move again, B restores what A wrote.
 	obsB := &counter{}
-	e.startEOS(e.topology(group, obsB), processor.Config{StateDir: stateB})
+	hooksB := &tableHooks{}
+	e.startEOS(e.topology(group, obsB), processor.Config{StateDir: stateB, Hooks: hooksB})
+	until(t, 60*time.Second, "B to be assigned and restored", func() bool {
+		hooksB.mu.Lock()
+		defer hooksB.mu.Unlock()
+		return len(hooksB.sizes) > 0
+	})
 	third := events("r3", 40)
 	e.produce(append(third, append(second, first...)...)...)
 	e.waitProcessed(group)
