@@ -20,16 +20,16 @@ const restoreChunk = 10000
 // and restore from the start.
 func (m *member) restore(ctx context.Context, p int32, s *store) error {
 	topic := m.topo.TableTopic()
-	logStart, _, err := kafkautil.Bounds(m.client, topic, p)
+	logStart, err := m.client.GetOffset(topic, p, sarama.OffsetOldest)
 	if err != nil {
-		return err
+		return fmt.Errorf("log start of %s/%d: %w", topic, p, err)
 	}
 	// Restore up to the log end (high-water mark), not the LSO: a dead
 	// instance's open transaction can pin the LSO below seen records that
 	// other members committed after it; stopping there (or judging the
 	// stored offset against it) would lose them. ReadCommitted waits until
 	// the open transaction is decided (at most the transaction timeout).
-	lso, err := m.client.GetOffset(topic, p, sarama.OffsetNewest)
+	logEnd, err := m.client.GetOffset(topic, p, sarama.OffsetNewest)
 	if err != nil {
 		return fmt.Errorf("end offset of %s/%d: %w", topic, p, err)
 	}
@@ -40,24 +40,24 @@ func (m *member) restore(ctx context.Context, p int32, s *store) error {
 	if from < 0 {
 		from = logStart
 	}
-	if from < logStart || from > lso {
+	if from < logStart || from > logEnd {
 		m.log.Warn("table store out of range of the changelog, restoring from the start",
-			"partition", p, "stored", from, "logStart", logStart, "logEnd", lso)
+			"partition", p, "stored", from, "logStart", logStart, "logEnd", logEnd)
 		if err := s.Wipe(); err != nil {
 			return err
 		}
 		from = logStart
 	}
-	total := lso - from
+	total := logEnd - from
 	if total <= 0 {
 		m.hooks.RestoreProgress(p, 0, 0)
 		m.hooks.TableSize(p, s.entries)
 		return nil
 	}
 	start := time.Now()
-	m.log.Info("restoring table partition", "partition", p, "from", from, "to", lso, "records", total)
+	m.log.Info("restoring table partition", "partition", p, "from", from, "to", logEnd, "records", total)
 	var n int64
-	next, err := kafkautil.ReadCommitted(ctx, m.client, topic, p, from, lso, func(off int64, rec *sarama.Record) error {
+	next, err := kafkautil.ReadCommitted(ctx, m.client, topic, p, from, logEnd, func(off int64, rec *sarama.Record) error {
 		if rec.Value == nil {
 			s.Delete(string(rec.Key))
 		} else {
@@ -67,7 +67,7 @@ func (m *member) restore(ctx context.Context, p int32, s *store) error {
 			if err := s.Apply(off + 1); err != nil {
 				return err
 			}
-			m.hooks.RestoreProgress(p, restoreChunk, lso-off-1)
+			m.hooks.RestoreProgress(p, restoreChunk, logEnd-off-1)
 		}
 		return nil
 	})

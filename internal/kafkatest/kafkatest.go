@@ -94,15 +94,11 @@ func Produce(brokers []string, topic string, recs []Record) ([]Record, error) {
 // trailing transaction markers for transactional ones. A group that has
 // committed these offsets has consumed everything written so far.
 func EndOffsets(brokers []string, topic string) (map[int32]int64, error) {
-	client, err := sarama.NewClient(brokers, Config())
+	client, parts, err := partitionsOf(brokers, topic)
 	if err != nil {
 		return nil, err
 	}
 	defer client.Close()
-	parts, err := client.Partitions(topic)
-	if err != nil {
-		return nil, err
-	}
 	ends := make(map[int32]int64, len(parts))
 	for _, p := range parts {
 		start, lso, err := kafkautil.Bounds(client, topic, p)
@@ -179,15 +175,11 @@ func WaitCommitted(ctx context.Context, brokers []string, group, topic string) e
 // stable offset at the time of the call (read_committed; aborted records and
 // transaction markers skipped). Records are ordered by partition and offset.
 func ReadAll(ctx context.Context, brokers []string, topic string) ([]Record, error) {
-	client, err := sarama.NewClient(brokers, Config())
+	client, parts, err := partitionsOf(brokers, topic)
 	if err != nil {
 		return nil, err
 	}
 	defer client.Close()
-	parts, err := client.Partitions(topic)
-	if err != nil {
-		return nil, fmt.Errorf("partitions of %s: %w", topic, err)
-	}
 	var recs []Record
 	for _, p := range parts {
 		start, lso, err := kafkautil.Bounds(client, topic, p)
@@ -210,15 +202,11 @@ func ReadAll(ctx context.Context, brokers []string, topic string) ([]Record, err
 // after CommitTxn returns, so a reader right after a commit can otherwise
 // stop short of records that are already committed.
 func WaitSettled(ctx context.Context, brokers []string, topic string) error {
-	client, err := sarama.NewClient(brokers, Config())
+	client, parts, err := partitionsOf(brokers, topic)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	parts, err := client.Partitions(topic)
-	if err != nil {
-		return err
-	}
 	for _, p := range parts {
 		for {
 			_, lso, err := kafkautil.Bounds(client, topic, p)
@@ -248,4 +236,19 @@ func headerMap(hs []*sarama.RecordHeader) map[string][]byte {
 		h[string(rh.Key)] = rh.Value
 	}
 	return h
+}
+
+// partitionsOf opens a client and lists topic's partitions; the caller
+// closes the client.
+func partitionsOf(brokers []string, topic string) (sarama.Client, []int32, error) {
+	client, err := sarama.NewClient(brokers, Config())
+	if err != nil {
+		return nil, nil, err
+	}
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		client.Close()
+		return nil, nil, fmt.Errorf("partitions of %s: %w", topic, err)
+	}
+	return client, parts, nil
 }
