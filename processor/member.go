@@ -31,7 +31,7 @@ type member struct {
 	client      sarama.Client // restore reads
 	group       sarama.ConsumerGroup
 	producerCfg *sarama.Config
-	producer    sarama.SyncProducer
+	producer    sarama.AsyncProducer
 
 	cancelSession context.CancelFunc
 	ready         atomic.Bool
@@ -42,14 +42,12 @@ type member struct {
 	storesMu sync.RWMutex
 
 	// Owned by the loop goroutine during a session.
-	stores  map[int32]*store
-	pending []*sarama.ProducerMessage
-	offsets map[string]map[int32]int64
-	dirty   bool // the open transaction has something to commit
-	failed  bool // the session's transaction was aborted: ignore the rest
-	in      chan *sarama.ConsumerMessage
-	stop    chan struct{}
-	done    chan struct{}
+	stores map[int32]*store
+	txn    txnState
+	failed bool // the session's transaction was aborted: ignore the rest
+	in     chan *sarama.ConsumerMessage
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 // codecSet holds the graph's codecs by topic.
@@ -97,7 +95,7 @@ func (m *member) run(ctx context.Context) error {
 
 func (m *member) newProducer(ctx context.Context) error {
 	for {
-		p, err := sarama.NewSyncProducer(m.cfg.Brokers, m.producerCfg)
+		p, err := sarama.NewAsyncProducer(m.cfg.Brokers, m.producerCfg)
 		if err == nil {
 			m.producer = p
 			return nil
@@ -143,7 +141,7 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 			}
 		}
 	}
-	m.pending, m.offsets, m.failed, m.dirty = nil, map[string]map[int32]int64{}, false, false
+	m.txn, m.failed = newTxnState(), false
 	m.in, m.stop, m.done = make(chan *sarama.ConsumerMessage, 256), make(chan struct{}), make(chan struct{})
 	go m.loop(sess)
 	m.ready.Store(true)
@@ -202,15 +200,30 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 	defer sweepTick.Stop()
 	sweepMore := false
 	for {
+		// Acknowledgements are taken whenever they come, so the producer
+		// never waits on the loop; none come once the session failed.
+		var acks <-chan *sarama.ProducerMessage
+		var nacks <-chan *sarama.ProducerError
+		if !m.failed {
+			acks, nacks = m.producer.Successes(), m.producer.Errors()
+		}
 		select {
 		case msg := <-m.in:
 			if m.failed {
 				continue
 			}
 			m.process(sess, msg)
-			if len(m.pending) >= m.cfg.MaxBatch {
+			switch {
+			case m.failed:
+			case m.txn.err != nil:
+				m.abort(m.txn.err)
+			case m.txn.sent >= m.cfg.MaxBatch:
 				m.commit(sess)
 			}
+		case s := <-acks:
+			m.acked(s)
+		case e := <-nacks:
+			m.nacked(e)
 		case <-tick.C:
 			if sweepMore && !m.failed {
 				sweepMore = m.sweep(time.Now())
@@ -246,25 +259,30 @@ func (m *member) process(sess sarama.ConsumerGroupSession, msg *sarama.ConsumerM
 		panic(&failure{fmt.Errorf("message from unassigned partition %s/%d", msg.Topic, msg.Partition)})
 	}
 	m.topo.Process(&txnContext{m: m, ctx: sess.Context(), msg: msg, store: s}, msg.Value)
-	if m.offsets[msg.Topic] == nil {
-		m.offsets[msg.Topic] = map[int32]int64{}
+	if m.txn.offsets[msg.Topic] == nil {
+		m.txn.offsets[msg.Topic] = map[int32]int64{}
 	}
-	m.offsets[msg.Topic][msg.Partition] = msg.Offset + 1
-	m.dirty = true
+	m.txn.offsets[msg.Topic][msg.Partition] = msg.Offset + 1
+	m.txn.dirty = true
 }
 
+// queue streams a record into the open transaction.
 func (m *member) queue(topic, key string, value []byte, headers goka.Headers) {
+	m.send(newRecord(topic, key, value, headers))
+}
+
+// queueChangelog streams a table record to the same partition number as the
+// input it came from.
+func (m *member) queueChangelog(partition int32, key string, value []byte, headers goka.Headers) {
+	msg := newRecord(m.topo.TableTopic(), key, value, headers)
+	msg.Partition, msg.Metadata = partition, manualPartition{}
+	m.send(msg)
+}
+
+func newRecord(topic, key string, value []byte, headers goka.Headers) *sarama.ProducerMessage {
 	msg := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(key), Headers: headers.ToSarama()}
 	if value != nil {
 		msg.Value = sarama.ByteEncoder(value)
 	}
-	m.pending = append(m.pending, msg)
-}
-
-// queueChangelog queues a table record for the same partition number as the
-// input it came from.
-func (m *member) queueChangelog(partition int32, key string, value []byte, headers goka.Headers) {
-	m.queue(m.topo.TableTopic(), key, value, headers)
-	last := m.pending[len(m.pending)-1]
-	last.Partition, last.Metadata = partition, manualPartition{}
+	return msg
 }

@@ -44,7 +44,7 @@ func (m *member) sweep(now time.Time) (more bool) {
 		}
 		if deleted > 0 {
 			m.hooks.Swept(p, deleted)
-			m.dirty = true
+			m.txn.dirty = true
 		}
 		if len(keys) == m.cfg.SweepBatch {
 			more = true

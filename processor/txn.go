@@ -8,13 +8,100 @@ import (
 	"github.com/IBM/sarama"
 )
 
-// commit sends the queued records, adds the consumed offsets with the live
-// session's group metadata and commits, all in one transaction. Only after
-// the commit succeeded are the overlays written to LevelDB. Any failure
-// aborts: nothing of the transaction survives, and the session is ended so
-// the member resumes from the committed offsets.
+// txnState is the open transaction's bookkeeping, owned by the loop. Records
+// are streamed into the transaction as the callback emits them (the async
+// producer batches and sends them while the loop goes on processing), so a
+// commit only waits for the last acknowledgements, the offsets and EndTxn.
+type txnState struct {
+	open    bool                       // BeginTxn was called for this transaction
+	sent    int                        // records handed to the producer
+	acked   int                        // of those, acknowledged or failed
+	err     error                      // first produce error: the transaction must abort
+	next    map[int32]int64            // changelog partition -> offset after its last record
+	offsets map[string]map[int32]int64 // consumed: topic -> partition -> next offset
+	dirty   bool                       // something to commit
+}
+
+func newTxnState() txnState {
+	return txnState{next: map[int32]int64{}, offsets: map[string]map[int32]int64{}}
+}
+
+// send streams msg into the open transaction, beginning it if needed. While
+// waiting for room in the producer's input it takes acknowledgements, so the
+// producer never blocks on a full Successes channel while the loop blocks on
+// Input.
+func (m *member) send(msg *sarama.ProducerMessage) {
+	if !m.beginTxn() {
+		return
+	}
+	for {
+		select {
+		case m.producer.Input() <- msg:
+			m.txn.sent++
+			return
+		case s := <-m.producer.Successes():
+			m.acked(s)
+		case e := <-m.producer.Errors():
+			m.nacked(e)
+		}
+	}
+}
+
+// beginTxn makes sure a transaction is open; false (with txn.err set) when
+// the producer refuses.
+func (m *member) beginTxn() bool {
+	if m.txn.open {
+		return true
+	}
+	// A session that ended with nothing to commit leaves its (empty)
+	// transaction open in the producer; carry on with it.
+	if m.producer.TxnStatus()&sarama.ProducerTxnFlagInTransaction == 0 {
+		if err := m.producer.BeginTxn(); err != nil {
+			m.txn.err = fmt.Errorf("begin transaction: %w", err)
+			return false
+		}
+	}
+	m.txn.open = true
+	return true
+}
+
+func (m *member) acked(msg *sarama.ProducerMessage) {
+	m.txn.acked++
+	if msg.Topic == m.topo.TableTopic() {
+		m.txn.next[msg.Partition] = max(m.txn.next[msg.Partition], msg.Offset+1)
+	}
+}
+
+func (m *member) nacked(e *sarama.ProducerError) {
+	m.txn.acked++
+	if m.txn.err == nil {
+		m.txn.err = fmt.Errorf("produce to %s: %w", e.Msg.Topic, e.Err)
+	}
+}
+
+// flush waits until every record sent in the transaction is acknowledged or
+// failed. sarama's CommitTxn and AbortTxn wait for in-flight records too, but
+// they would deadlock once more acknowledgements are due than the Successes
+// channel holds, because the loop is the one reading it.
+func (m *member) flush() {
+	for m.txn.acked < m.txn.sent {
+		select {
+		case s := <-m.producer.Successes():
+			m.acked(s)
+		case e := <-m.producer.Errors():
+			m.nacked(e)
+		}
+	}
+}
+
+// commit ends the open transaction: it waits for its records, adds the
+// consumed offsets with the live session's group metadata and commits. Only
+// after the commit succeeded are the overlays written to LevelDB, with the
+// changelog offset each reached. Any failure aborts: nothing of the
+// transaction survives, and the session is ended so the member resumes from
+// the committed offsets.
 func (m *member) commit(sess sarama.ConsumerGroupSession) {
-	if m.failed || !m.dirty {
+	if m.failed || !m.txn.dirty {
 		return
 	}
 	start := time.Now()
@@ -22,17 +109,11 @@ func (m *member) commit(sess sarama.ConsumerGroupSession) {
 		m.abort(err)
 		return
 	}
-	next := map[int32]int64{}
-	for _, msg := range m.pending {
-		if msg.Topic == m.topo.TableTopic() {
-			next[msg.Partition] = max(next[msg.Partition], msg.Offset+1)
-		}
-	}
 	for p, s := range m.stores {
 		if !s.Dirty() {
 			continue
 		}
-		off, ok := next[p]
+		off, ok := m.txn.next[p]
 		if !ok {
 			off = -1
 		}
@@ -46,26 +127,25 @@ func (m *member) commit(sess sarama.ConsumerGroupSession) {
 		}
 		m.hooks.TableSize(p, s.entries)
 	}
-	m.hooks.TxnCommitted(time.Since(start), len(m.pending))
-	m.pending, m.offsets, m.dirty = m.pending[:0], map[string]map[int32]int64{}, false
+	m.hooks.TxnCommitted(time.Since(start), m.txn.sent)
+	m.txn = newTxnState()
 }
 
 func (m *member) commitTxn(sess sarama.ConsumerGroupSession) error {
-	if err := m.producer.BeginTxn(); err != nil {
-		return fmt.Errorf("begin transaction: %w", err)
+	m.flush()
+	if m.txn.err != nil {
+		return m.txn.err
 	}
-	if len(m.pending) > 0 {
-		if err := m.producer.SendMessages(m.pending); err != nil {
-			return fmt.Errorf("produce %d records: %w", len(m.pending), err)
-		}
+	if !m.beginTxn() { // only offsets to commit
+		return m.txn.err
 	}
 	if m.cfg.BeforeCommit != nil {
 		if err := m.cfg.BeforeCommit(); err != nil {
 			return &crash{err}
 		}
 	}
-	offsets := make(map[string][]*sarama.PartitionOffsetMetadata, len(m.offsets))
-	for topic, parts := range m.offsets {
+	offsets := make(map[string][]*sarama.PartitionOffsetMetadata, len(m.txn.offsets))
+	for topic, parts := range m.txn.offsets {
 		for p, off := range parts {
 			offsets[topic] = append(offsets[topic], &sarama.PartitionOffsetMetadata{Partition: p, Offset: off})
 		}
@@ -106,12 +186,12 @@ func (m *member) abort(cause error) {
 	for _, s := range m.stores {
 		s.Drop()
 	}
-	m.pending, m.offsets, m.dirty = nil, map[string]map[int32]int64{}, false
 	defer m.cancelSession()
 
 	var c *crash
 	if errors.As(cause, &c) {
 		m.fatal = c
+		m.txn = newTxnState()
 		return
 	}
 	fenced := isFencing(cause)
@@ -122,6 +202,8 @@ func (m *member) abort(cause error) {
 	}
 	m.hooks.TxnAborted(reason)
 	m.log.Warn("transaction failed, aborting", "err", cause, "fenced", fenced)
+	m.flush()
+	m.txn = newTxnState()
 	status := m.producer.TxnStatus()
 	if status&sarama.ProducerTxnFlagFatalError != 0 {
 		m.log.Warn("producer in fatal state, replacing it", "status", status.String())
