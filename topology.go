@@ -44,6 +44,40 @@ const (
 	StaleDeadLetter StalePolicy = "dead-letter"
 )
 
+// RekeyPolicy says whether events whose record key is not their dedup key
+// are looped through "<group>-loop" to the dedup key's partition.
+type RekeyPolicy string
+
+const (
+	// RekeyAlways loops them, so an event is judged against every earlier
+	// copy whatever record key and partition each copy had. The safe default.
+	RekeyAlways RekeyPolicy = "always"
+	// RekeyNever judges them in the partition they arrived in, under their
+	// dedup key. Correct only when every copy of an event carries the same
+	// record key (for example the aggregate ID, which per-aggregate ordering
+	// needs anyway) and the input's partition count does not change; it
+	// saves the loop's second produce, consume and decode of every event.
+	// Needs a runtime whose context implements KeyedContext (exactly-once).
+	RekeyNever RekeyPolicy = "never"
+)
+
+// KeyedContext is a goka.Context that reads and writes the group table under
+// a key other than the record's, in the record's partition. goka's own
+// context cannot, so RekeyNever runs only under the exactly-once runtime.
+type KeyedContext interface {
+	goka.Context
+	ValueOf(key string) any
+	SetValueOf(key string, value any)
+}
+
+// HeaderEmitter is a goka.Context that takes emit headers directly. The
+// topology uses it when the runtime offers it; goka's context takes them as
+// a ContextOption.
+type HeaderEmitter interface {
+	EmitWithHeaders(topic goka.Stream, key string, value any, headers goka.Headers)
+	LoopbackWithHeaders(key string, value any, headers goka.Headers)
+}
+
 // Topology is the goka graph of one consumer group: the input topic, the
 // dedup table (goka group table "<group>-table", codec codecs.Seen), the
 // output topic, a dead-letter topic and a loop topic "<group>-loop" for
@@ -68,6 +102,9 @@ type Topology struct {
 	// retention, which the table cannot judge: process it (default), skip it
 	// or dead-letter it. It is counted either way.
 	StaleEvents StalePolicy
+
+	// Rekey is RekeyAlways (default, also for "") or RekeyNever.
+	Rekey RekeyPolicy
 
 	Observer Observer         // nil: NopObserver
 	Logger   *slog.Logger     // nil: slog.Default()
@@ -99,6 +136,11 @@ func (t *Topology) Validate() error {
 	case "", StaleProcess, StaleSkip, StaleDeadLetter:
 	default:
 		errs = append(errs, fmt.Errorf("stale-event policy %q: want process, skip or dead-letter", t.StaleEvents))
+	}
+	switch t.Rekey {
+	case "", RekeyAlways, RekeyNever:
+	default:
+		errs = append(errs, fmt.Errorf("rekey policy %q: want always or never", t.Rekey))
 	}
 	if t.HandlerRetries < 0 {
 		errs = append(errs, errors.New("handler retries is negative"))
@@ -169,18 +211,68 @@ func (t *Topology) Process(ctx goka.Context, msg any) {
 		t.deadLetter(ctx, raw, ReasonNoAggregateID, err)
 		return
 	}
+	table := tableOf(ctx, key)
 	if !fromLoop && key != ctx.Key() {
-		ctx.Loopback(key, raw, goka.WithCtxEmitHeaders(loopHeaders(recKey, headers, pos)))
-		t.Observer.Rekeyed()
-		return
+		if t.Rekey != RekeyNever {
+			loopback(ctx, key, raw, loopHeaders(recKey, headers, pos))
+			t.Observer.Rekeyed()
+			return
+		}
+		if table.keyed == nil {
+			ctx.Fail(errors.New("rekey=never needs a runtime that reads the table by key (the exactly-once runtime)"))
+		}
 	}
-	t.dedup(ctx, &Input{Event: ev, Key: recKey, Headers: headers, Position: pos}, raw)
+	t.dedup(ctx, table, &Input{Event: ev, Key: recKey, Headers: headers, Position: pos}, raw)
 }
 
-func (t *Topology) dedup(ctx goka.Context, in *Input, raw []byte) {
+// tableRef is the dedup table record of one key, read and written through
+// the record's own key when it is the dedup key, else through KeyedContext.
+type tableRef struct {
+	ctx   goka.Context
+	keyed KeyedContext // nil: ctx is not one
+	key   string
+}
+
+func tableOf(ctx goka.Context, key string) tableRef {
+	kc, _ := ctx.(KeyedContext)
+	return tableRef{ctx: ctx, keyed: kc, key: key}
+}
+
+func (r tableRef) value() any {
+	if r.key == r.ctx.Key() {
+		return r.ctx.Value()
+	}
+	return r.keyed.ValueOf(r.key)
+}
+
+func (r tableRef) set(v any) {
+	if r.key == r.ctx.Key() {
+		r.ctx.SetValue(v)
+		return
+	}
+	r.keyed.SetValueOf(r.key, v)
+}
+
+func emit(ctx goka.Context, topic goka.Stream, key string, value any, h goka.Headers) {
+	if e, ok := ctx.(HeaderEmitter); ok {
+		e.EmitWithHeaders(topic, key, value, h)
+		return
+	}
+	ctx.Emit(topic, key, value, goka.WithCtxEmitHeaders(h))
+}
+
+func loopback(ctx goka.Context, key string, value any, h goka.Headers) {
+	if e, ok := ctx.(HeaderEmitter); ok {
+		e.LoopbackWithHeaders(key, value, h)
+		return
+	}
+	ctx.Loopback(key, value, goka.WithCtxEmitHeaders(h))
+}
+
+func (t *Topology) dedup(ctx goka.Context, table tableRef, in *Input, raw []byte) {
 	now := t.Now()
 	var existing *codecs.SeenRecord
-	if v := ctx.Value(); v != nil {
+	if v := table.value(); v != nil {
 		existing = v.(*codecs.SeenRecord)
 	}
 	p := in.Position.Partition
@@ -209,9 +301,9 @@ func (t *Topology) dedup(ctx goka.Context, in *Input, raw []byte) {
 		return
 	}
 	for _, m := range outs {
-		ctx.Emit(goka.Stream(t.Output), m.Key, m.Value, goka.WithCtxEmitHeaders(m.Headers))
+		emit(ctx, goka.Stream(t.Output), m.Key, m.Value, m.Headers)
 	}
-	ctx.SetValue(t.Table.Record(in.Event, in.Position, now))
+	table.set(t.Table.Record(in.Event, in.Position, now))
 	t.Observer.Processed(p, now.Sub(in.Position.Timestamp))
 }
 
@@ -248,7 +340,7 @@ func (t *Topology) deadLetter(ctx goka.Context, raw []byte, reason string, cause
 	h[HeaderDLQTopic] = []byte(ctx.Topic())
 	h[HeaderDLQPartition] = []byte(strconv.Itoa(int(ctx.Partition())))
 	h[HeaderDLQOffset] = []byte(strconv.FormatInt(ctx.Offset(), 10))
-	ctx.Emit(goka.Stream(t.DLQ), ctx.Key(), raw, goka.WithCtxEmitHeaders(h))
+	emit(ctx, goka.Stream(t.DLQ), ctx.Key(), raw, h)
 	t.Observer.DeadLettered(reason)
 	t.Logger.Warn("dead-lettered", "reason", reason, "topic", ctx.Topic(), "partition", ctx.Partition(), "offset", ctx.Offset(), "err", cause)
 }

@@ -256,6 +256,7 @@ func TestTopologyValidate(t *testing.T) {
 		{"no handler", func(t *Topology) { t.Handler = nil }},
 		{"bad key type", func(t *Topology) { t.Table.KeyType = "x" }},
 		{"negative retries", func(t *Topology) { t.HandlerRetries = -1 }},
+		{"bad rekey policy", func(t *Topology) { t.Rekey = "sometimes" }},
 	}
 	if err := good().Validate(); err != nil {
 		t.Fatalf("good topology: %v", err)

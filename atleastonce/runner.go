@@ -79,6 +79,9 @@ func New(cfg Config, topo *dedup.Topology) (*Runner, error) {
 	if err := topo.Validate(); err != nil {
 		return nil, err
 	}
+	if topo.Rekey == dedup.RekeyNever {
+		return nil, errors.New("rekey never: goka's context reads the table only under the record key; use the exactly-once runtime")
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

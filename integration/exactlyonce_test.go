@@ -200,3 +200,36 @@ func highWaterMarks(t *testing.T, brokers []string, topic string) int64 {
 	}
 	return sum
 }
+
+// TestExactlyOnceWithoutRekey runs --rekey=never: events keyed by aggregate
+// are judged in their own partition under their event ID, nothing goes
+// through the loop topic, and a fresh instance restores that table from the
+// changelog and still skips every re-published copy.
+func TestExactlyOnceWithoutRekey(t *testing.T) {
+	e := newEnv(t, 4)
+	group := unique("eos-norekey")
+	topo := e.topology(group, &counter{})
+	topo.Rekey = dedup.RekeyNever
+	w := e.startEOS(topo, processor.Config{StateDir: t.TempDir()})
+	in := events("nr", 200) // keyed by aggregate: the key is never the event ID
+	e.produce(append(in, in[:50]...)...)
+	e.waitProcessed(group)
+	e.exactlyOnce(in)
+	if loop := highWaterMarks(t, e.brokers, topo.LoopTopic()); loop != 0 {
+		t.Fatalf("%d records in %s; rekey=never must not loop", loop, topo.LoopTopic())
+	}
+
+	// A new instance with an empty state dir restores the table and skips
+	// every copy of the first 200.
+	w.stop(t)
+	obs := &counter{}
+	fresh := e.topology(group, obs)
+	fresh.Rekey = dedup.RekeyNever
+	e.startEOS(fresh, processor.Config{StateDir: t.TempDir()})
+	e.produce(in...)
+	e.waitProcessed(group)
+	e.exactlyOnce(in)
+	if processed, skipped := obs.counts(); processed != 0 || skipped != 200 {
+		t.Fatalf("after restore: processed %d, skipped %d; want 0 and 200", processed, skipped)
+	}
+}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
+
+	"github.com/dedupkit/dedup"
 )
 
 // ErrUnsupported is what Join, Lookup and DeferCommit fail with: the
@@ -42,8 +44,12 @@ func (c *txnContext) Timestamp() time.Time     { return c.msg.Timestamp }
 func (c *txnContext) Context() context.Context { return c.ctx }
 func (c *txnContext) Headers() goka.Headers    { return goka.HeadersFromSarama(c.msg.Headers) }
 
-func (c *txnContext) Value() any {
-	data, err := c.store.Get(c.Key())
+func (c *txnContext) Value() any { return c.ValueOf(c.Key()) }
+
+// ValueOf reads the table record of key in this message's partition
+// (dedup.KeyedContext, for topologies that do not re-key).
+func (c *txnContext) ValueOf(key string) any {
+	data, err := c.store.Get(key)
 	if err != nil {
 		c.Fail(fmt.Errorf("read table: %w", err))
 	}
@@ -52,12 +58,19 @@ func (c *txnContext) Value() any {
 	}
 	v, err := c.m.codecs.table.Decode(data)
 	if err != nil {
-		c.Fail(fmt.Errorf("decode table value of %q: %w", c.Key(), err))
+		c.Fail(fmt.Errorf("decode table value of %q: %w", key, err))
 	}
 	return v
 }
 
 func (c *txnContext) SetValue(value any, options ...goka.ContextOption) {
+	c.setValue(c.Key(), value, c.headers(options))
+}
+
+// SetValueOf writes the table record of key in this message's partition.
+func (c *txnContext) SetValueOf(key string, value any) { c.setValue(key, value, nil) }
+
+func (c *txnContext) setValue(key string, value any, headers goka.Headers) {
 	if value == nil {
 		c.Fail(errors.New("cannot set nil as value"))
 	}
@@ -65,8 +78,8 @@ func (c *txnContext) SetValue(value any, options ...goka.ContextOption) {
 	if err != nil {
 		c.Fail(fmt.Errorf("encode table value: %w", err))
 	}
-	c.store.Set(c.Key(), data)
-	c.m.queueChangelog(c.msg.Partition, c.Key(), data, c.headers(options))
+	c.store.Set(key, data)
+	c.m.queueChangelog(c.msg.Partition, key, data, headers)
 }
 
 func (c *txnContext) Delete(options ...goka.ContextOption) {
@@ -75,18 +88,28 @@ func (c *txnContext) Delete(options ...goka.ContextOption) {
 }
 
 func (c *txnContext) Emit(topic goka.Stream, key string, value any, options ...goka.ContextOption) {
+	c.EmitWithHeaders(topic, key, value, c.headers(options))
+}
+
+// EmitWithHeaders is Emit without the reflection that reading headers out of
+// a goka.ContextOption takes (dedup.HeaderEmitter).
+func (c *txnContext) EmitWithHeaders(topic goka.Stream, key string, value any, headers goka.Headers) {
 	codec, ok := c.m.codecs.outputs[string(topic)]
 	if !ok {
 		c.Fail(fmt.Errorf("no Output edge for topic %s in the group graph", topic))
 	}
-	c.m.queue(string(topic), key, c.encode(codec, value), c.headers(options))
+	c.m.queue(string(topic), key, c.encode(codec, value), headers)
 }
 
 func (c *txnContext) Loopback(key string, value any, options ...goka.ContextOption) {
+	c.LoopbackWithHeaders(key, value, c.headers(options))
+}
+
+func (c *txnContext) LoopbackWithHeaders(key string, value any, headers goka.Headers) {
 	if c.m.codecs.loop == nil {
 		c.Fail(errors.New("no Loop edge in the group graph"))
 	}
-	c.m.queue(c.m.topo.LoopTopic(), key, c.encode(c.m.codecs.loop, value), c.headers(options))
+	c.m.queue(c.m.topo.LoopTopic(), key, c.encode(c.m.codecs.loop, value), headers)
 }
 
 func (c *txnContext) encode(codec goka.Codec, value any) []byte {
@@ -149,3 +172,9 @@ func optionHeaders(options []goka.ContextOption) (goka.Headers, error) {
 	}
 	return h, nil
 }
+
+// The topology takes these faster paths when the context offers them.
+var (
+	_ dedup.KeyedContext  = (*txnContext)(nil)
+	_ dedup.HeaderEmitter = (*txnContext)(nil)
+)

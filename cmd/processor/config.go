@@ -41,6 +41,7 @@ type Config struct {
 	SessionTimeout  time.Duration
 	SweepInterval   time.Duration
 	StaleEvents     string
+	Rekey           string
 	StrictRetention bool
 	Handler         string
 	HandlerRetries  int
@@ -74,6 +75,7 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 10*time.Second, "group session timeout: how long a silent instance keeps its partitions (exactly-once)")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Minute, "how often expired seen records are deleted, in bounded batches (exactly-once)")
 	fs.StringVar(&cfg.StaleEvents, "stale-events", string(dedup.StaleProcess), "unseen events older than --retention: process, skip or dead-letter")
+	fs.StringVar(&cfg.Rekey, "rekey", string(dedup.RekeyAlways), "always: loop events whose record key is not their dedup key to that key's partition; never: judge them in their own partition (only when every copy of an event has the same record key; exactly-once only)")
 	fs.BoolVar(&cfg.StrictRetention, "strict-retention", false, "refuse to start when --retention is shorter than the input topic's retention.ms")
 	fs.StringVar(&cfg.Handler, "handler", "forward", "business handler: forward (dedup bridge) or settlements (example)")
 	fs.IntVar(&cfg.HandlerRetries, "handler-retries", 3, "retries of a failing handler before the event is dead-lettered")
@@ -185,6 +187,15 @@ func (cfg *Config) Validate() error {
 	default:
 		bad("stale-events", "%q is not process, skip or dead-letter", cfg.StaleEvents)
 	}
+	switch dedup.RekeyPolicy(cfg.Rekey) {
+	case dedup.RekeyAlways:
+	case dedup.RekeyNever:
+		if cfg.Guarantee == AtLeastOnce {
+			bad("rekey", "never needs --guarantee=exactly-once: goka's context reads the table only under the record key")
+		}
+	default:
+		bad("rekey", "%q is not always or never", cfg.Rekey)
+	}
 	if _, err := handlerByName(cfg.Handler); err != nil {
 		bad("handler", "%v", err)
 	}
@@ -216,6 +227,7 @@ func (cfg *Config) Topology(obs dedup.Observer, log *slog.Logger) *dedup.Topolog
 		IDSource: ids, Handler: h,
 		HandlerRetries: cfg.HandlerRetries, RetryBackoff: cfg.RetryBackoff,
 		StaleEvents: dedup.StalePolicy(cfg.StaleEvents),
+		Rekey:       dedup.RekeyPolicy(cfg.Rekey),
 		Observer:    obs, Logger: log,
 	}
 }

@@ -59,6 +59,8 @@ func TestParseConfigNamesTheBadFlag(t *testing.T) {
 		{"bad replication", append(required, "--replication-factor", "0"), nil, "--replication-factor:"},
 		{"bad env duration", required, map[string]string{"PROCESSOR_RETENTION": "forever"}, "PROCESSOR_RETENTION (for --retention)"},
 		{"bad stale policy", append(required, "--stale-events", "drop"), nil, "--stale-events:"},
+		{"bad rekey policy", append(required, "--rekey", "sometimes"), nil, "--rekey:"},
+		{"rekey never at least once", append(required, "--rekey", "never", "--guarantee", "at-least-once"), nil, "--rekey: never needs --guarantee=exactly-once"},
 		{"zero sweep interval", append(required, "--sweep-interval", "0s"), nil, "--sweep-interval:"},
 		{"bad log level", append(required, "--log-level", "loud"), nil, "--log-level:"},
 		{"stray argument", append(required, "extra"), nil, "unexpected arguments"},
