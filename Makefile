@@ -51,6 +51,7 @@ test: vet
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) ./codecs
 	$(GO) test -run '^$$' -fuzz '^FuzzSeen$$' -fuzztime $(FUZZTIME) ./codecs
+	$(GO) test -run '^$$' -fuzz '^FuzzScanObject$$' -fuzztime $(FUZZTIME) ./codecs
 
 # A single local broker on 127.0.0.1:$${KAFKA_PORT:-9092} (KAFKA_NODES=3 for three).
 kafka-up:

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -124,26 +125,57 @@ func (d Decoder) decodeHeaders(value []byte, headers map[string][]byte) (*Event,
 	return ev, nil
 }
 
+// decodeJSON reads the envelope in one pass (scanObject) and decodes only the
+// members it needs. Member names match exactly (encoding/json would also take
+// "EventID" for "eventId"); when a name repeats, the last one counts, as in
+// encoding/json.
 func decodeJSON(value []byte, idField string) (*Event, error) {
-	trimmed := bytes.TrimSpace(value)
-	if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(trimmed) {
-		return nil, newDecodeError(ErrNotJSON, describeNotJSON(value))
-	}
 	// encoding/json replaces invalid UTF-8 with U+FFFD, which would make
 	// IDs that differ only in their bad bytes one dedup key: refuse them.
-	if !utf8.Valid(trimmed) {
+	if !utf8.Valid(value) {
+		if !startsLikeObject(value) {
+			return nil, newDecodeError(ErrNotJSON, describeNotJSON(value))
+		}
 		return nil, newDecodeError(ErrBadField, "value is not valid UTF-8")
 	}
 	ev := &Event{Raw: value}
-	if err := json.Unmarshal(trimmed, ev); err != nil {
-		return nil, newDecodeError(ErrBadField, err.Error())
-	}
-	if idField != "eventId" {
-		id, err := stringField(trimmed, idField)
-		if err != nil {
-			return nil, err
+	var fieldErr error
+	err := scanObject(value, func(key []byte, escaped bool, raw []byte) error {
+		name := string(key) // no copy for the comparisons below
+		if escaped {
+			if err := json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &name); err != nil {
+				return errSyntax
+			}
 		}
-		ev.EventID = id
+		var err error
+		if name == idField {
+			ev.EventID, err = stringValue(raw, name)
+		}
+		switch name {
+		case "aggregateId":
+			ev.AggregateID, err = stringValue(raw, name)
+		case "type":
+			ev.Type, err = stringValue(raw, name)
+		case "occurredAt":
+			ev.OccurredAt = time.Time{}
+			if string(raw) != "null" {
+				if err = ev.OccurredAt.UnmarshalJSON(raw); err != nil {
+					err = fmt.Errorf("JSON field %q: %w", name, err)
+				}
+			}
+		case "payload":
+			ev.Payload = raw
+		}
+		if err != nil && fieldErr == nil {
+			fieldErr = err // the document must still be valid JSON
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, newDecodeError(ErrNotJSON, describeNotJSON(value))
+	}
+	if fieldErr != nil {
+		return nil, newDecodeError(ErrBadField, fieldErr.Error())
 	}
 	if ev.EventID == "" {
 		return nil, newDecodeError(ErrNoID, fmt.Sprintf("JSON field %q is missing or empty", idField))
@@ -154,20 +186,26 @@ func decodeJSON(value []byte, idField string) (*Event, error) {
 	return ev, nil
 }
 
-// stringField reads one top-level string field; only used for a custom ID
-// field, so the common path pays for one unmarshal.
-func stringField(obj []byte, name string) (string, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(obj, &fields); err != nil {
-		return "", newDecodeError(ErrNotJSON, err.Error())
-	}
-	raw, ok := fields[name]
-	if !ok || string(raw) == "null" {
+func startsLikeObject(value []byte) bool {
+	t := bytes.TrimSpace(value)
+	return len(t) > 0 && t[0] == '{'
+}
+
+// stringValue decodes a raw JSON string member; null is the empty string.
+func stringValue(raw []byte, name string) (string, error) {
+	if string(raw) == "null" {
 		return "", nil
+	}
+	if raw[0] != '"' {
+		return "", fmt.Errorf("JSON field %q must be a string", name)
+	}
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner), nil
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", newDecodeError(ErrBadField, fmt.Sprintf("JSON field %q must be a string", name))
+		return "", fmt.Errorf("JSON field %q: %w", name, err)
 	}
 	return s, nil
 }
@@ -181,6 +219,13 @@ func checkIDs(ev *Event, where string) error {
 	}
 	if !utf8.ValidString(ev.EventID) || !utf8.ValidString(ev.Source) {
 		return newDecodeError(ErrBadField, "event ID is not valid UTF-8")
+	}
+	// encoding/json turns a lone surrogate escape ("\ud800") into U+FFFD, so
+	// distinct bad IDs would share one dedup key: refuse the character.
+	for _, id := range []string{ev.EventID, ev.Source, ev.AggregateID} {
+		if strings.ContainsRune(id, utf8.RuneError) {
+			return newDecodeError(ErrBadField, "ID contains U+FFFD (a lone surrogate escape or a replacement character)")
+		}
 	}
 	return nil
 }

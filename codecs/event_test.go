@@ -1,10 +1,13 @@
 package codecs
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestDecoderJSON(t *testing.T) {
@@ -143,5 +146,54 @@ func TestDecoderRejectsInvalidUTF8(t *testing.T) {
 	_, err := Decoder{ID: DefaultIDSource()}.Decode([]byte("{\"eventId\":\"a\xff\"}"), nil)
 	if !errors.Is(err, ErrBadField) {
 		t.Fatalf("err = %v, want ErrBadField", err)
+	}
+}
+
+// FuzzScanObject holds the one-pass scanner to encoding/json: it accepts
+// exactly the documents json.Valid accepts that are objects, and the event ID
+// it decodes is the one encoding/json reads.
+func FuzzScanObject(f *testing.F) {
+	f.Add([]byte(`{"eventId":"e1","aggregateId":"a","occurredAt":"2026-01-02T03:04:05Z","payload":{"x":[1,2.5e3,-0,true,null]}}`))
+	f.Add([]byte(` {"a\u0041":"\ud83d\ude00","eventId":"x\"y"} `))
+	f.Add([]byte(`{"eventId":"a","eventId":"b"}`))
+	f.Add([]byte(`{"n":01}`))
+	f.Add([]byte(`[1]`))
+	f.Fuzz(func(t *testing.T, value []byte) {
+		trimmed := bytes.TrimSpace(value)
+		want := json.Valid(value) && len(trimmed) > 0 && trimmed[0] == '{'
+		got := scanObject(value, func([]byte, bool, []byte) error { return nil }) == nil
+		if got != want {
+			t.Fatalf("scanObject accepts %q: %v, json.Valid object: %v", value, got, want)
+		}
+		if !want || !utf8.Valid(value) {
+			return
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(value, &fields); err != nil {
+			t.Fatalf("json.Unmarshal of a valid object %q: %v", value, err)
+		}
+		var id string
+		if json.Unmarshal(fields["eventId"], &id) != nil {
+			return // not a string: the decoder must refuse it, checked below
+		}
+		ev, err := Decoder{ID: DefaultIDSource()}.Decode(value, nil)
+		if err != nil {
+			if id != "" && !errors.Is(err, ErrBadField) && !errors.Is(err, ErrIDTooLong) {
+				t.Fatalf("decode %q: %v, but encoding/json reads the ID %q", value, err, id)
+			}
+			return
+		}
+		if ev.EventID != id {
+			t.Fatalf("decode %q: ID %q, encoding/json reads %q", value, ev.EventID, id)
+		}
+	})
+}
+
+func TestDecoderRejectsLoneSurrogate(t *testing.T) {
+	for _, v := range []string{`{"eventId":"a\ud800"}`, `{"eventId":"a\udbff"}`, "{\"eventId\":\"a\uFFFD\"}"} {
+		_, err := Decoder{ID: DefaultIDSource()}.Decode([]byte(v), nil)
+		if !errors.Is(err, ErrBadField) {
+			t.Errorf("%s: err = %v, want ErrBadField", v, err)
+		}
 	}
 }
