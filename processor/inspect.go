@@ -148,7 +148,7 @@ func GetLocal(stateDir, tableTopic, key string) (Lookup, error) {
 var ErrTableLocked = errors.New("a running worker holds this table; stop it, or ask its HTTP address: GET /v1/seen/{id}")
 
 func openReadOnly(stateDir, tableTopic string, p int32) (*leveldb.DB, error) {
-	db, err := leveldb.OpenFile(TablePath(stateDir, tableTopic, p), &opt.Options{ReadOnly: true, ErrorIfMissing: true})
+	db, err := leveldb.OpenFile(TablePath(stateDir, tableTopic, p), readOnlyOptions())
 	if err != nil && strings.Contains(err.Error(), "resource temporarily unavailable") {
 		return nil, fmt.Errorf("%s: %w", TablePath(stateDir, tableTopic, p), ErrTableLocked)
 	}
@@ -173,4 +173,10 @@ func localPartitions(stateDir, tableTopic string) ([]int32, error) {
 	}
 	slices.Sort(parts)
 	return parts, nil
+}
+
+func readOnlyOptions() *opt.Options {
+	o := storeOptions()
+	o.ReadOnly, o.ErrorIfMissing = true, true
+	return o
 }

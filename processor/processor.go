@@ -185,7 +185,7 @@ func producerConfig(cfg *Config, name string) *sarama.Config {
 	// InitProducerId answers CONCURRENT_TRANSACTIONS while the broker aborts
 	// the previous incarnation's transaction: keep retrying through it.
 	c.Producer.Transaction.Retry.Max = 100
-	c.Producer.Transaction.Retry.Backoff = 100 * time.Millisecond
+	c.Producer.Transaction.Retry.BackoffFunc = txnBackoff
 	c.Producer.RequiredAcks = sarama.WaitForAll
 	c.Producer.Return.Successes = true
 	c.Producer.Return.Errors = true
@@ -194,6 +194,16 @@ func producerConfig(cfg *Config, name string) *sarama.Config {
 	c.Producer.Flush.Frequency = 5 * time.Millisecond
 	c.Net.MaxOpenRequests = 1
 	return c
+}
+
+// txnBackoff starts at 5 ms and doubles up to 200 ms. The first record after
+// a commit adds its partitions to the next transaction while the coordinator
+// is still writing the last one's markers, which answers
+// CONCURRENT_TRANSACTIONS for a few milliseconds; a flat 100 ms backoff made
+// that wait most of an event's latency (KAFKA-5482; the Java client retries
+// this case after 20 ms).
+func txnBackoff(retries, _ int) time.Duration {
+	return min(5*time.Millisecond<<min(retries, 6), 200*time.Millisecond)
 }
 
 // partitioner sends changelog records to the partition the runtime chose and

@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"github.com/syndtr/goleveldb/leveldb"
+	"github.com/syndtr/goleveldb/leveldb/filter"
+	"github.com/syndtr/goleveldb/leveldb/opt"
 	"github.com/syndtr/goleveldb/leveldb/util"
 )
 
@@ -38,8 +40,20 @@ type store struct {
 	entries int64             // records in LevelDB
 }
 
+// storeOptions are the LevelDB options of a partition store. A bloom filter,
+// because most lookups are misses (every first-seen event, every key a
+// restore writes) and would otherwise search each level. Half-size memtables
+// and block caches, because a worker holds one store per partition:
+// goleveldb's defaults (two 4 MiB memtables and an 8 MiB cache each) cost 12
+// partitions about 200 MiB; smaller still made lookups of seen keys slower
+// (BenchmarkStoreGet/leveldb-hit: 1.8 us at the defaults, 4.8 us at 1 MiB
+// memtables and a 2 MiB cache).
+func storeOptions() *opt.Options {
+	return &opt.Options{Filter: filter.NewBloomFilter(10), WriteBuffer: 2 << 20, BlockCacheCapacity: 4 << 20}
+}
+
 func openStore(path string, expiry expiryFunc) (*store, error) {
-	db, err := leveldb.OpenFile(path, nil)
+	db, err := leveldb.OpenFile(path, storeOptions())
 	if err != nil {
 		return nil, fmt.Errorf("open table store %s: %w", path, err)
 	}

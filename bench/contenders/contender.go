@@ -42,10 +42,12 @@ type Config struct {
 	// CommitInterval: the worker's transaction (eos) or offset commit (alo,
 	// raw, redis, postgres) interval.
 	CommitInterval time.Duration
-	RedisAddr      string
-	RedisTTL       time.Duration // the SET NX expiry
-	PostgresDSN    string
-	Logger         *slog.Logger
+	// Rekey is the worker's --rekey policy (eos); "" is the default, always.
+	Rekey       string
+	RedisAddr   string
+	RedisTTL    time.Duration // the SET NX expiry
+	PostgresDSN string
+	Logger      *slog.Logger
 	// Hooks (eos only) receives the runtime's events (restore progress).
 	Hooks processor.Hooks
 }

@@ -20,7 +20,7 @@ func Topology(cfg Config) *dedup.Topology {
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
 		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward(),
 		HandlerRetries: 3, RetryBackoff: 100 * time.Millisecond,
-		StaleEvents: dedup.StaleProcess, Logger: cfg.Logger,
+		StaleEvents: dedup.StaleProcess, Rekey: dedup.RekeyPolicy(cfg.Rekey), Logger: cfg.Logger,
 	}
 }
 

@@ -303,6 +303,9 @@ func (h *harness) contenderArgs(ct Contender, input, output, group, stateDir str
 	if stateDir != "" {
 		args = append(args, "-state-dir", stateDir)
 	}
+	if ct.Rekey != "" {
+		args = append(args, "-rekey", ct.Rekey)
+	}
 	if h.redis != nil {
 		args = append(args, "-redis", h.redis.Addr, "-redis-ttl", "1h")
 	}
