@@ -109,6 +109,8 @@ type Topology struct {
 	Observer Observer         // nil: NopObserver
 	Logger   *slog.Logger     // nil: slog.Default()
 	Now      func() time.Time // nil: time.Now
+
+	loopTopic string // LoopTopic, named once by Graph
 }
 
 // Validate reports a topology that cannot run; call it before Graph.
@@ -174,6 +176,7 @@ func (t *Topology) Graph() *goka.GroupGraph {
 	if t.Now == nil {
 		t.Now = time.Now
 	}
+	t.loopTopic = t.LoopTopic()
 	return goka.DefineGroup(goka.Group(t.Group),
 		goka.Input(goka.Stream(t.Input), codecs.Bytes{}, t.Process),
 		goka.Loop(codecs.Bytes{}, t.Process),
@@ -190,7 +193,7 @@ func (t *Topology) Graph() *goka.GroupGraph {
 // emits the outputs and marks the key seen, all in the same callback.
 func (t *Topology) Process(ctx goka.Context, msg any) {
 	raw, _ := msg.([]byte)
-	fromLoop := string(ctx.Topic()) == t.LoopTopic()
+	fromLoop := string(ctx.Topic()) == t.loopTopic
 	recKey, headers := ctx.Key(), map[string][]byte(ctx.Headers())
 	pos := Position{Topic: string(ctx.Topic()), Partition: ctx.Partition(), Offset: ctx.Offset(), Timestamp: ctx.Timestamp()}
 	if fromLoop {

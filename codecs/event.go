@@ -141,26 +141,27 @@ func decodeJSON(value []byte, idField string) (*Event, error) {
 	ev := &Event{Raw: value}
 	var fieldErr error
 	err := scanObject(value, func(key []byte, escaped bool, raw []byte) error {
-		name := string(key) // no copy for the comparisons below
-		if escaped {
+		if escaped { // rare: compare the unescaped name
+			var name string
 			if err := json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &name); err != nil {
 				return errSyntax
 			}
+			key = []byte(name)
 		}
 		var err error
-		if name == idField {
-			ev.EventID, err = stringValue(raw, name)
+		if string(key) == idField {
+			ev.EventID, err = stringValue(raw, idField)
 		}
-		switch name {
+		switch string(key) { // no allocation for these comparisons
 		case "aggregateId":
-			ev.AggregateID, err = stringValue(raw, name)
+			ev.AggregateID, err = stringValue(raw, "aggregateId")
 		case "type":
-			ev.Type, err = stringValue(raw, name)
+			ev.Type, err = stringValue(raw, "type")
 		case "occurredAt":
 			ev.OccurredAt = time.Time{}
 			if string(raw) != "null" {
 				if err = ev.OccurredAt.UnmarshalJSON(raw); err != nil {
-					err = fmt.Errorf("JSON field %q: %w", name, err)
+					err = fmt.Errorf("JSON field \"occurredAt\": %w", err)
 				}
 			}
 		case "payload":

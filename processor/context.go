@@ -29,6 +29,7 @@ type txnContext struct {
 	m     *member
 	ctx   context.Context
 	msg   *sarama.ConsumerMessage
+	key   string // msg.Key as a string, converted once
 	store *store
 }
 
@@ -36,7 +37,7 @@ type txnContext struct {
 type failure struct{ err error }
 
 func (c *txnContext) Topic() goka.Stream       { return goka.Stream(c.msg.Topic) }
-func (c *txnContext) Key() string              { return string(c.msg.Key) }
+func (c *txnContext) Key() string              { return c.key }
 func (c *txnContext) Partition() int32         { return c.msg.Partition }
 func (c *txnContext) Offset() int64            { return c.msg.Offset }
 func (c *txnContext) Group() goka.Group        { return goka.Group(c.m.topo.Group) }

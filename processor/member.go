@@ -27,6 +27,7 @@ type member struct {
 	hooks      Hooks
 	log        *slog.Logger
 	memberName string // transactional.id and static group instance id
+	tableTopic string // the changelog, named once
 
 	client      sarama.Client // restore reads
 	group       sarama.ConsumerGroup
@@ -258,7 +259,7 @@ func (m *member) process(sess sarama.ConsumerGroupSession, msg *sarama.ConsumerM
 	if s == nil {
 		panic(&failure{fmt.Errorf("message from unassigned partition %s/%d", msg.Topic, msg.Partition)})
 	}
-	m.topo.Process(&txnContext{m: m, ctx: sess.Context(), msg: msg, store: s}, msg.Value)
+	m.topo.Process(&txnContext{m: m, ctx: sess.Context(), msg: msg, key: string(msg.Key), store: s}, msg.Value)
 	if m.txn.offsets[msg.Topic] == nil {
 		m.txn.offsets[msg.Topic] = map[int32]int64{}
 	}
@@ -274,7 +275,7 @@ func (m *member) queue(topic, key string, value []byte, headers goka.Headers) {
 // queueChangelog streams a table record to the same partition number as the
 // input it came from.
 func (m *member) queueChangelog(partition int32, key string, value []byte, headers goka.Headers) {
-	msg := newRecord(m.topo.TableTopic(), key, value, headers)
+	msg := newRecord(m.tableTopic, key, value, headers)
 	msg.Partition, msg.Metadata = partition, manualPartition{}
 	m.send(msg)
 }

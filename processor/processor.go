@@ -54,7 +54,7 @@ func New(cfg Config, topo *dedup.Topology) (*Processor, error) {
 	p := &Processor{cfg: cfg, topo: topo, partitions: partitions}
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
-		m := &member{cfg: &p.cfg, topo: topo, codecs: codecs, hooks: cfg.Hooks, memberName: name,
+		m := &member{cfg: &p.cfg, topo: topo, codecs: codecs, hooks: cfg.Hooks, memberName: name, tableTopic: topo.TableTopic(),
 			log: cfg.Logger.With("member", name), producerCfg: producerConfig(&cfg, name)}
 		if err := m.connect(); err != nil {
 			p.close()

@@ -37,7 +37,11 @@ type store struct {
 	expiry  expiryFunc
 	db      *leveldb.DB
 	overlay map[string][]byte // nil value: deleted in this transaction
-	entries int64             // records in LevelDB
+	// base caches what this transaction read from LevelDB (nil: absent),
+	// so Apply need not read a key again to maintain the expiry index and
+	// the entry count: a first-seen key is looked up once, not twice.
+	base    map[string][]byte
+	entries int64 // records in LevelDB
 }
 
 // storeOptions are the LevelDB options of a partition store. A bloom filter,
@@ -57,7 +61,7 @@ func openStore(path string, expiry expiryFunc) (*store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open table store %s: %w", path, err)
 	}
-	s := &store{path: path, expiry: expiry, db: db, overlay: map[string][]byte{}}
+	s := &store{path: path, expiry: expiry, db: db, overlay: map[string][]byte{}, base: map[string][]byte{}}
 	if s.entries, err = s.meta(metaEntries, 0); err != nil {
 		db.Close()
 		return nil, err
@@ -115,9 +119,15 @@ func (s *store) Get(key string) ([]byte, error) {
 	if v, ok := s.overlay[key]; ok {
 		return v, nil
 	}
+	if v, ok := s.base[key]; ok {
+		return v, nil
+	}
 	v, err := s.db.Get(dataKey(key), nil)
 	if errors.Is(err, leveldb.ErrNotFound) {
-		return nil, nil
+		v, err = nil, nil
+	}
+	if err == nil {
+		s.base[key] = v
 	}
 	return v, err
 }
@@ -125,7 +135,7 @@ func (s *store) Get(key string) ([]byte, error) {
 func (s *store) Set(key string, value []byte) { s.overlay[key] = value }
 func (s *store) Delete(key string)            { s.overlay[key] = nil }
 func (s *store) Dirty() bool                  { return len(s.overlay) > 0 }
-func (s *store) Drop()                        { clear(s.overlay) }
+func (s *store) Drop()                        { clear(s.overlay); clear(s.base) }
 
 // ChangelogNext is the changelog offset to restore from: everything below it
 // is in LevelDB. -1 when nothing was stored yet.
@@ -137,10 +147,15 @@ func (s *store) Apply(changelogNext int64) error {
 	delta := int64(0)
 	for k, v := range s.overlay {
 		dk := dataKey(k)
-		old, err := s.db.Get(dk, nil)
-		had := err == nil
-		if err != nil && !errors.Is(err, leveldb.ErrNotFound) {
-			return err
+		old, known := s.base[k]
+		had := known && old != nil
+		if !known {
+			var err error
+			old, err = s.db.Get(dk, nil)
+			had = err == nil
+			if err != nil && !errors.Is(err, leveldb.ErrNotFound) {
+				return err
+			}
 		}
 		if had {
 			if exp := s.expiry(old); exp > 0 {
@@ -170,6 +185,7 @@ func (s *store) Apply(changelogNext int64) error {
 	}
 	s.entries += delta
 	clear(s.overlay)
+	clear(s.base)
 	return nil
 }
 

@@ -139,3 +139,49 @@ func TestInstanceIDIsStable(t *testing.T) {
 		t.Fatalf("instance id %q then %q (%v)", a, b, err)
 	}
 }
+
+// TestStoreApplyUsesReadsOfTheTransaction: Apply takes the old value from
+// the transaction's own Get instead of reading LevelDB again; the entry count
+// and the expiry index must come out as if it had read.
+func TestStoreApplyUsesReadsOfTheTransaction(t *testing.T) {
+	s, err := openStore(t.TempDir(), seenExpiry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	apply := func() {
+		t.Helper()
+		if err := s.Apply(-1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Read (miss) then write, as the callback does for a first-seen key.
+	if v, _ := s.Get("k"); v != nil {
+		t.Fatal("empty store has k")
+	}
+	s.Set("k", seenValue(t, now.Add(-time.Hour)))
+	apply()
+	// A read cached in one transaction must not leak into the next: read k
+	// (hit), drop, then re-set k without reading it.
+	if v, _ := s.Get("k"); v == nil {
+		t.Fatal("k not stored")
+	}
+	s.Drop()
+	s.Set("k", seenValue(t, now.Add(-2*time.Hour)))
+	apply()
+	// Read (hit) then write with a later expiry: the old index entry goes.
+	if v, _ := s.Get("k"); v == nil {
+		t.Fatal("k not stored")
+	}
+	s.Set("k", seenValue(t, now.Add(time.Hour)))
+	s.Get("gone") // a miss that is then deleted: no change to the count
+	s.Delete("gone")
+	apply()
+	if s.entries != 1 {
+		t.Fatalf("entries = %d, want 1", s.entries)
+	}
+	if keys, _ := s.Expired(now.UnixNano(), 10); len(keys) != 0 {
+		t.Fatalf("expired keys %v after k was renewed, want none", keys)
+	}
+}

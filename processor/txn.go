@@ -67,7 +67,7 @@ func (m *member) beginTxn() bool {
 
 func (m *member) acked(msg *sarama.ProducerMessage) {
 	m.txn.acked++
-	if msg.Topic == m.topo.TableTopic() {
+	if msg.Topic == m.tableTopic {
 		m.txn.next[msg.Partition] = max(m.txn.next[msg.Partition], msg.Offset+1)
 	}
 }
