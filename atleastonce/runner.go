@@ -113,13 +113,12 @@ func New(cfg Config, topo *dedup.Topology) (*Runner, error) {
 }
 
 func prepareTopics(cfg Config, sc *sarama.Config, topo *dedup.Topology) error {
-	admin, err := kafkautil.Admin(cfg.Brokers, sc, 30*time.Second)
-	if err != nil {
-		return err
-	}
-	defer admin.Close()
-	_, err = kafkautil.EnsureTopics(admin, topo.Input, cfg.Replication, topo.Output, topo.DLQ)
-	return err
+	// Like the exactly-once runtime: wait out a broker that is down.
+	return kafkautil.WithAdmin(context.Background(), cfg.Logger, "prepare topics", cfg.Brokers, sc,
+		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
+			_, err := kafkautil.EnsureTopics(admin, topo.Input, cfg.Replication, topo.Output, topo.DLQ)
+			return err
+		})
 }
 
 // Run processes until ctx is cancelled or the processor fails.

@@ -65,20 +65,30 @@ func New(cfg Config, topo *dedup.Topology) (*Processor, error) {
 	return p, nil
 }
 
+// prepareTopics checks the input and creates the topics the topology writes,
+// returning the input's partition count. A broker that is down, a leader
+// election or a controller that moved is waited out (kafkautil.WithAdmin,
+// up to kafkautil.StartupTimeout); a missing input topic or a rejected
+// topic config fails at once.
 func prepareTopics(cfg *Config, topo *dedup.Topology) (int32, error) {
-	admin, err := kafkautil.Admin(cfg.Brokers, baseConfig(cfg, "dedup-admin"), 30*time.Second)
-	if err != nil {
-		return 0, err
-	}
-	defer admin.Close()
-	parts, err := kafkautil.EnsureTopics(admin, topo.Input, cfg.Replication, topo.Output, topo.DLQ)
-	if err != nil {
-		return 0, err
-	}
-	if err := kafkautil.CreateTopic(admin, topo.TableTopic(), parts, cfg.Replication, map[string]string{"cleanup.policy": "compact"}); err != nil {
-		return 0, err
-	}
-	return parts, kafkautil.CreateTopic(admin, topo.LoopTopic(), parts, cfg.Replication, map[string]string{"retention.ms": "86400000"})
+	sc := baseConfig(cfg, "dedup-admin")
+	// WithAdmin retries and logs each retry; baseConfig's 100 metadata
+	// retries (meant for group joins) would spend 20 s silently in every
+	// attempt while no broker answers.
+	sc.Metadata.Retry.Max = 3
+	var parts int32
+	err := kafkautil.WithAdmin(context.Background(), cfg.Logger, "prepare topics", cfg.Brokers, sc,
+		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
+			var err error
+			if parts, err = kafkautil.EnsureTopics(admin, topo.Input, cfg.Replication, topo.Output, topo.DLQ); err != nil {
+				return err
+			}
+			if err := kafkautil.CreateTopic(admin, topo.TableTopic(), parts, cfg.Replication, map[string]string{"cleanup.policy": "compact"}); err != nil {
+				return err
+			}
+			return kafkautil.CreateTopic(admin, topo.LoopTopic(), parts, cfg.Replication, map[string]string{"retention.ms": "86400000"})
+		})
+	return parts, err
 }
 
 // HashPartition is the table partition of key when it was re-keyed through

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -13,16 +14,21 @@ import (
 // checkRetention compares --retention with the input topic's retention.ms.
 // A dedup retention shorter than the topic's means a replay of the oldest
 // events still on the topic finds their seen records already expired: they
-// are processed again. Warn, or refuse with --strict-retention.
-func checkRetention(cfg *Config, log *slog.Logger) error {
+// are processed again. Warn, or refuse with --strict-retention. Reading
+// retention.ms waits out a broker that is down (kafkautil.WithAdmin); the
+// comparison itself is configuration and fails at once.
+func checkRetention(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	c := sarama.NewConfig()
 	c.Version = kafkautil.SaramaVersion
-	admin, err := kafkautil.Admin(cfg.Brokers, c, 30*time.Second)
-	if err != nil {
+	var (
+		topicRetention time.Duration
+		infinite       bool
+	)
+	err := kafkautil.WithAdmin(ctx, log, "retention check", cfg.Brokers, c, kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
+		var err error
+		topicRetention, infinite, err = kafkautil.TopicRetention(admin, cfg.Input)
 		return err
-	}
-	defer admin.Close()
-	topicRetention, infinite, err := kafkautil.TopicRetention(admin, cfg.Input)
+	})
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 		return err
 	}
 	// After the runtime checked that the input exists.
-	if err := checkRetention(cfg, log); err != nil {
+	if err := checkRetention(ctx, cfg, log); err != nil {
 		return err
 	}
 

@@ -94,9 +94,7 @@ func TestWorkloadIsExactAndDeterministic(t *testing.T) {
 			kind, _, _ := strings.Cut(r.bad, "/")
 			bad[kind]++
 			_, err := codecs.Decoder{ID: codecs.DefaultIDSource()}.Decode(r.value, nil)
-			// invalid-utf8 decodes today (encoding/json turns the bytes into
-			// U+FFFD): the gap docs/reliability.md describes.
-			if kind != "invalid-utf8" && codecs.Reason(err) != badKinds[kind].reason {
+			if codecs.Reason(err) != badKinds[kind].reason {
 				t.Errorf("%s %q: decodes to reason %q, want %q", r.bad, r.value, codecs.Reason(err), badKinds[kind].reason)
 			}
 			continue

@@ -75,11 +75,6 @@ func shortConfig() Config {
 	c.Nodes = 1
 	c.Events, c.Bad, c.Partitions, c.Aggregates, c.Rate = 20_000, 350, 6, 2_000, 400
 	c.Kills, c.ScaleSteps, c.BrokerKills, c.Zombies, c.Wipes = 8, 2, 0, 1, 1
-	// Not invalid-utf8 yet: the decoder accepts invalid UTF-8 inside a JSON
-	// string (encoding/json turns it into U+FFFD), so those records are
-	// processed instead of dead-lettered. The full run keeps the kind and
-	// reports the gap; add it here once the decoder rejects them.
-	c.BadKinds = slices.DeleteFunc(allBadKinds(), func(k string) bool { return k == "invalid-utf8" })
 	c.Guarantees = []string{exactlyOnce}
 	c.DrainTimeout = 3 * time.Minute
 	return c

@@ -57,20 +57,6 @@ func CreateTopic(admin sarama.ClusterAdmin, name string, partitions int32, repli
 	return nil
 }
 
-// Admin connects an admin client, waiting up to timeout for a broker.
-func Admin(brokers []string, cfg *sarama.Config, timeout time.Duration) (sarama.ClusterAdmin, error) {
-	client, err := WaitForBroker(brokers, cfg, timeout)
-	if err != nil {
-		return nil, err
-	}
-	admin, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
-		client.Close()
-		return nil, err
-	}
-	return admin, nil
-}
-
 // WaitForBroker retries connecting until a broker answers or the deadline
 // passes, so a worker started next to a booting broker does not crash-loop.
 func WaitForBroker(brokers []string, cfg *sarama.Config, timeout time.Duration) (sarama.Client, error) {

@@ -1,0 +1,146 @@
+package kafkautil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// StartupTimeout bounds how long a worker's startup steps (creating topics,
+// reading the input's retention) wait out transient broker errors before the
+// worker exits. A killed broker stays in the cluster metadata, and may be
+// named as the controller, until the controller fences it
+// (broker.session.timeout.ms, 9 s by default) and partition leaders move;
+// a broker restart takes tens of seconds more. Two minutes covers both with
+// room to spare, yet a cluster that is really gone or a wrong --brokers list
+// still ends in an exit that an orchestrator sees, not in a silent hang.
+const StartupTimeout = 2 * time.Minute
+
+// Backoff between attempts of Retry: doubled after each failure, up to the cap.
+const (
+	firstBackoff = 250 * time.Millisecond
+	maxBackoff   = 5 * time.Second
+)
+
+// transientKErrors are broker answers that a later attempt can get past:
+// a broker or leader that is down or moving, too few in-sync replicas for
+// the moment, a timeout, a controller that moved, and metadata that has not
+// yet reached the broker asked.
+var transientKErrors = []sarama.KError{
+	sarama.ErrBrokerNotAvailable,
+	sarama.ErrLeaderNotAvailable,
+	sarama.ErrNotLeaderForPartition,
+	sarama.ErrReplicaNotAvailable,
+	sarama.ErrNotEnoughReplicas,
+	sarama.ErrNotEnoughReplicasAfterAppend,
+	sarama.ErrRequestTimedOut,
+	sarama.ErrNetworkException,
+	sarama.ErrNotController,
+	sarama.ErrUnknownTopicOrPartition,
+	sarama.ErrKafkaStorageError,
+	sarama.ErrThrottlingQuotaExceeded,
+	sarama.ErrOffsetsLoadInProgress,
+	sarama.ErrConsumerCoordinatorNotAvailable,
+	sarama.ErrNotCoordinatorForConsumer,
+}
+
+// Transient reports whether err is one that retrying the same request can
+// clear: a broker that cannot be reached or reset the connection, one of
+// transientKErrors, or INVALID_REPLICATION_FACTOR because too few brokers are
+// registered or unfenced right now. Everything else — a missing input topic
+// (ErrNoInputTopic), an invalid config, an authorization failure, a nonsense
+// replication factor — is a configuration error that no wait will fix.
+func Transient(err error) bool {
+	if err == nil || errors.Is(err, ErrNoInputTopic) {
+		return false
+	}
+	if errors.Is(err, sarama.ErrInvalidReplicationFactor) {
+		return tooFewBrokers(err)
+	}
+	for _, k := range transientKErrors {
+		if errors.Is(err, k) {
+			return true
+		}
+	}
+	if errors.Is(err, sarama.ErrOutOfBrokers) || errors.Is(err, sarama.ErrNotConnected) ||
+		errors.Is(err, sarama.ErrControllerNotAvailable) || errors.Is(err, sarama.ErrIncompleteResponse) {
+		return true
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var opErr *net.OpError // dial, read or write to a broker failed
+	if errors.As(err, &opErr) {
+		return true
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) && netErr.Timeout()
+}
+
+// tooFewBrokers tells INVALID_REPLICATION_FACTOR for want of brokers (KRaft:
+// "... cannot be reached because only 2 broker(s) are registered", "All
+// brokers are currently fenced ..."; ZooKeeper: "... larger than available
+// brokers: 2") from a replication factor that is invalid in itself ("must be
+// larger than 0, or -1 ..."). Only the broker's message says which.
+func tooFewBrokers(err error) bool {
+	var topicErr *sarama.TopicError
+	return errors.As(err, &topicErr) && topicErr.ErrMsg != nil && strings.Contains(*topicErr.ErrMsg, "broker")
+}
+
+// Retry calls attempt until it returns nil or an error that is not
+// Transient, ctx is done, or timeout has passed since the first call. It
+// waits between attempts, starting at 250 ms and doubling up to 5 s, and logs
+// every retry at Warn with step naming what is being done. A non-transient
+// error is returned at once; the last transient error is returned wrapped
+// with how long it was retried.
+func Retry(ctx context.Context, log *slog.Logger, step string, timeout time.Duration, attempt func() error) error {
+	deadline := time.Now().Add(timeout)
+	backoff := firstBackoff
+	for n := 1; ; n++ {
+		err := attempt()
+		if err == nil || !Transient(err) {
+			return err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("%s: still failing after %v and %d attempts: %w", step, timeout, n, err)
+		}
+		wait := min(backoff, left)
+		log.Warn("kafka not ready, retrying", "step", step, "attempt", n, "retryIn", wait,
+			"giveUpIn", left.Round(time.Second), "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s: %w (last error: %w)", step, ctx.Err(), err)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// WithAdmin runs fn with an admin client, retrying with Retry when connecting
+// or fn fails transiently. Every attempt connects a new client: a client keeps
+// the metadata it bootstrapped with, so a dead broker would stay in its broker
+// list (and maybe as its controller) while a new one asks the seeds afresh.
+// fn must therefore be safe to repeat (create-if-missing, reads).
+func WithAdmin(ctx context.Context, log *slog.Logger, step string, brokers []string, cfg *sarama.Config,
+	timeout time.Duration, fn func(sarama.ClusterAdmin) error) error {
+	return Retry(ctx, log, step, timeout, func() error {
+		admin, err := sarama.NewClusterAdmin(brokers, cfg)
+		if err != nil {
+			return fmt.Errorf("connect to %v: %w", brokers, err)
+		}
+		defer admin.Close()
+		return fn(admin)
+	})
+}

@@ -1,0 +1,158 @@
+package kafkautil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+func TestTransient(t *testing.T) {
+	msg := func(s string) *string { return &s }
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		// What a killed broker looks like while it is still in the metadata.
+		{"dial refused", fmt.Errorf("describe topic %q: %w", "orders", refused), true},
+		{"connection reset", fmt.Errorf("describe topic %q: %w", "orders", reset), true},
+		{"describe configs refused", fmt.Errorf("describe configs of orders: %w", refused), true},
+		{"EOF", fmt.Errorf("create topic: %w", io.EOF), true},
+		{"i/o timeout", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, true},
+		{"no seed answered", fmt.Errorf("connect: %w", sarama.ErrOutOfBrokers), true},
+		{"not connected", sarama.ErrNotConnected, true},
+		{"controller unknown", sarama.ErrControllerNotAvailable, true},
+		{"broker not available", sarama.ErrBrokerNotAvailable, true},
+		{"leader not available", fmt.Errorf("describe topic %q: %w", "orders", sarama.ErrLeaderNotAvailable), true},
+		{"not leader", sarama.ErrNotLeaderForPartition, true},
+		{"not enough replicas", sarama.ErrNotEnoughReplicas, true},
+		{"not enough replicas after append", sarama.ErrNotEnoughReplicasAfterAppend, true},
+		{"request timed out", &sarama.TopicError{Err: sarama.ErrRequestTimedOut}, true},
+		{"not controller", sarama.ErrNotController, true},
+		{"metadata not propagated", &sarama.DescribeConfigError{Err: sarama.ErrUnknownTopicOrPartition}, true},
+		{"rf: too few brokers registered (KRaft)", fmt.Errorf("create topic: %w", &sarama.TopicError{Err: sarama.ErrInvalidReplicationFactor,
+			ErrMsg: msg("Unable to replicate the partition 3 time(s): The target replication factor of 3 cannot be reached because only 2 broker(s) are registered.")}), true},
+		{"rf: all brokers fenced (KRaft)", &sarama.TopicError{Err: sarama.ErrInvalidReplicationFactor,
+			ErrMsg: msg("Unable to replicate the partition 3 time(s): All brokers are currently fenced.")}, true},
+		{"rf: larger than available brokers (ZooKeeper)", &sarama.TopicError{Err: sarama.ErrInvalidReplicationFactor,
+			ErrMsg: msg("Replication factor: 3 larger than available brokers: 2.")}, true},
+
+		// Configuration: no wait fixes these.
+		{"input topic missing", fmt.Errorf("%w: %q", ErrNoInputTopic, "orders"), false},
+		{"rf: invalid value", &sarama.TopicError{Err: sarama.ErrInvalidReplicationFactor,
+			ErrMsg: msg("Replication factor must be larger than 0, or -1 to use the default value.")}, false},
+		{"rf: no message", &sarama.TopicError{Err: sarama.ErrInvalidReplicationFactor}, false},
+		{"invalid config", &sarama.TopicError{Err: sarama.ErrInvalidConfig, ErrMsg: msg("Invalid value x for configuration retention.ms")}, false},
+		{"authorization", &sarama.TopicError{Err: sarama.ErrTopicAuthorizationFailed}, false},
+		{"policy", sarama.ErrPolicyViolation, false},
+		{"client config", sarama.ConfigurationError("Net.DialTimeout must be > 0"), false},
+		{"strict retention", errors.New("--retention 1h0m0s is shorter than retention.ms (refused by --strict-retention)"), false},
+		{"bad retention.ms", fmt.Errorf("retention.ms of orders is %q: %w", "x", errors.New("invalid syntax")), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Transient(tc.err); got != tc.want {
+				t.Errorf("Transient(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+// records counts the Warn records Retry logs.
+type records struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, rec.Message)
+	return nil
+}
+func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *records) WithGroup(string) slog.Handler      { return r }
+func (r *records) count() int                         { r.mu.Lock(); defer r.mu.Unlock(); return len(r.msgs) }
+
+func TestRetrySequences(t *testing.T) {
+	transient := fmt.Errorf("describe topic: %w", sarama.ErrLeaderNotAvailable)
+	permanent := fmt.Errorf("%w: %q", ErrNoInputTopic, "orders")
+	for _, tc := range []struct {
+		name     string
+		seq      []error // what the attempts return, in order
+		wantErr  error   // nil: success
+		attempts int
+	}{
+		{"first try", []error{nil}, nil, 1},
+		{"transient then success", []error{transient, transient, nil}, nil, 3},
+		{"config error at once", []error{permanent}, ErrNoInputTopic, 1},
+		{"transient then config error", []error{transient, permanent}, ErrNoInputTopic, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &records{}
+			n := 0
+			err := Retry(context.Background(), slog.New(rec), "test", time.Minute, func() error {
+				n++
+				return tc.seq[n-1]
+			})
+			if !errors.Is(err, tc.wantErr) { // errors.Is(nil, nil) is true
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if n != tc.attempts {
+				t.Errorf("%d attempts, want %d", n, tc.attempts)
+			}
+			if got := rec.count(); got != tc.attempts-1 { // every failed attempt but the last was retried
+				t.Errorf("%d retries logged, want %d", got, tc.attempts-1)
+			}
+		})
+	}
+}
+
+func TestRetryGivesUpAtDeadline(t *testing.T) {
+	rec := &records{}
+	n := 0
+	start := time.Now()
+	err := Retry(context.Background(), slog.New(rec), "test", 600*time.Millisecond, func() error {
+		n++
+		return sarama.ErrBrokerNotAvailable
+	})
+	if !errors.Is(err, sarama.ErrBrokerNotAvailable) {
+		t.Fatalf("err = %v, want the last transient error wrapped", err)
+	}
+	if took := time.Since(start); took < 600*time.Millisecond || took > 5*time.Second {
+		t.Errorf("gave up after %v, want just after the 600ms deadline", took)
+	}
+	// 250 ms + 350 ms (the rest of the deadline): three attempts, two retries logged.
+	if n != 3 || rec.count() != 2 {
+		t.Errorf("%d attempts and %d retries logged, want 3 and 2", n, rec.count())
+	}
+}
+
+func TestRetryStopsWhenContextIsDone(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	err := Retry(ctx, slog.New(&records{}), "test", time.Minute, func() error {
+		n++
+		cancel()
+		return sarama.ErrBrokerNotAvailable
+	})
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, sarama.ErrBrokerNotAvailable) {
+		t.Fatalf("err = %v, want context.Canceled and the last error", err)
+	}
+	if n != 1 {
+		t.Errorf("%d attempts after cancel, want 1", n)
+	}
+}
