@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,10 @@ type member struct {
 	stop   chan struct{}
 	done   chan struct{}
 }
+
+// bigRestore is the number of restored records after which Setup returns the
+// restore's heap to the OS.
+const bigRestore = 100_000
 
 // codecSet holds the graph's codecs by topic.
 type codecSet struct {
@@ -123,6 +128,7 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	m.storesMu.Lock()
 	m.stores = map[int32]*store{}
 	m.storesMu.Unlock()
+	var restored int64
 	for _, parts := range sess.Claims() {
 		for _, p := range parts {
 			if m.stores[p] != nil {
@@ -136,11 +142,20 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 			m.storesMu.Lock()
 			m.stores[p] = s
 			m.storesMu.Unlock()
-			if err := m.restore(sess.Context(), p, s); err != nil {
+			n, err := m.restore(sess.Context(), p, s)
+			if err != nil {
 				m.closeStores()
 				return err
 			}
+			restored += n
 		}
+	}
+	if restored >= bigRestore {
+		// The restore's fetch responses and LevelDB compaction buffers are
+		// garbage now, but the runtime would keep the heap they grew for
+		// minutes; a worker that restored millions of IDs would hold
+		// hundreds of MiB it does not use. Hand it back now, once.
+		debug.FreeOSMemory()
 	}
 	m.txn, m.failed = newTxnState(), false
 	m.in, m.stop, m.done = make(chan *sarama.ConsumerMessage, 256), make(chan struct{}), make(chan struct{})

@@ -18,11 +18,11 @@ const restoreChunk = 10000
 // offset outside the log (below its start after deletion, or above its end
 // after the topic was recreated) means the store cannot be trusted: wipe it
 // and restore from the start.
-func (m *member) restore(ctx context.Context, p int32, s *store) error {
+func (m *member) restore(ctx context.Context, p int32, s *store) (int64, error) {
 	topic := m.topo.TableTopic()
 	logStart, err := m.client.GetOffset(topic, p, sarama.OffsetOldest)
 	if err != nil {
-		return fmt.Errorf("log start of %s/%d: %w", topic, p, err)
+		return 0, fmt.Errorf("log start of %s/%d: %w", topic, p, err)
 	}
 	// Restore up to the log end (high-water mark), not the LSO: a dead
 	// instance's open transaction can pin the LSO below seen records that
@@ -31,11 +31,11 @@ func (m *member) restore(ctx context.Context, p int32, s *store) error {
 	// the open transaction is decided (at most the transaction timeout).
 	logEnd, err := m.client.GetOffset(topic, p, sarama.OffsetNewest)
 	if err != nil {
-		return fmt.Errorf("end offset of %s/%d: %w", topic, p, err)
+		return 0, fmt.Errorf("end offset of %s/%d: %w", topic, p, err)
 	}
 	from, err := s.ChangelogNext()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if from < 0 {
 		from = logStart
@@ -44,7 +44,7 @@ func (m *member) restore(ctx context.Context, p int32, s *store) error {
 		m.log.Warn("table store out of range of the changelog, restoring from the start",
 			"partition", p, "stored", from, "logStart", logStart, "logEnd", logEnd)
 		if err := s.Wipe(); err != nil {
-			return err
+			return 0, err
 		}
 		from = logStart
 	}
@@ -52,7 +52,7 @@ func (m *member) restore(ctx context.Context, p int32, s *store) error {
 	if total <= 0 {
 		m.hooks.RestoreProgress(p, 0, 0)
 		m.hooks.TableSize(p, s.entries)
-		return nil
+		return 0, nil
 	}
 	start := time.Now()
 	m.log.Info("restoring table partition", "partition", p, "from", from, "to", logEnd, "records", total)
@@ -73,15 +73,15 @@ func (m *member) restore(ctx context.Context, p int32, s *store) error {
 	})
 	if err != nil {
 		s.Drop()
-		return fmt.Errorf("restore %s/%d: %w", topic, p, err)
+		return n, fmt.Errorf("restore %s/%d: %w", topic, p, err)
 	}
 	if err := s.Apply(next); err != nil {
-		return err
+		return n, err
 	}
 	m.hooks.RestoreProgress(p, n%restoreChunk, 0)
 	m.hooks.TableSize(p, s.entries)
 	d := time.Since(start)
 	m.log.Info("restored table partition", "partition", p, "records", n, "entries", s.entries,
 		"took", d.Round(time.Millisecond), "perSecond", int(float64(n)/max(d.Seconds(), 1e-9)))
-	return nil
+	return n, nil
 }
