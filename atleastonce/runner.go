@@ -116,9 +116,16 @@ func prepareTopics(cfg Config, sc *sarama.Config, topo *dedup.Topology) error {
 	// Like the exactly-once runtime: wait out a broker that is down.
 	return kafkautil.WithAdmin(context.Background(), cfg.Logger, "prepare topics", cfg.Brokers, sc,
 		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
-			_, err := kafkautil.EnsureTopics(admin, topo.Input, cfg.Replication, topo.Output, topo.DLQ)
+			// The table and loop topics too: goka's topic manager fails the
+			// processor when another instance created one of them between
+			// its check and its create.
+			_, err := kafkautil.EnsureGroupTopics(admin, groupTopics(topo), cfg.Replication)
 			return err
 		})
+}
+
+func groupTopics(topo *dedup.Topology) kafkautil.GroupTopics {
+	return kafkautil.GroupTopics{Input: topo.Input, Output: topo.Output, DLQ: topo.DLQ, Table: topo.TableTopic(), Loop: topo.LoopTopic()}
 }
 
 // Run processes until ctx is cancelled or the processor fails.

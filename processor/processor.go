@@ -80,13 +80,9 @@ func prepareTopics(cfg *Config, topo *dedup.Topology) (int32, error) {
 	err := kafkautil.WithAdmin(context.Background(), cfg.Logger, "prepare topics", cfg.Brokers, sc,
 		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
 			var err error
-			if parts, err = kafkautil.EnsureTopics(admin, topo.Input, cfg.Replication, topo.Output, topo.DLQ); err != nil {
-				return err
-			}
-			if err := kafkautil.CreateTopic(admin, topo.TableTopic(), parts, cfg.Replication, map[string]string{"cleanup.policy": "compact"}); err != nil {
-				return err
-			}
-			return kafkautil.CreateTopic(admin, topo.LoopTopic(), parts, cfg.Replication, map[string]string{"retention.ms": "86400000"})
+			parts, err = kafkautil.EnsureGroupTopics(admin, kafkautil.GroupTopics{Input: topo.Input, Output: topo.Output,
+				DLQ: topo.DLQ, Table: topo.TableTopic(), Loop: topo.LoopTopic()}, cfg.Replication)
+			return err
 		})
 	return parts, err
 }

@@ -41,6 +41,26 @@ func EnsureTopics(admin sarama.ClusterAdmin, input string, replication int16, ot
 	return partitions, nil
 }
 
+// GroupTopics names the topics of one dedup consumer group.
+type GroupTopics struct {
+	Input, Output, DLQ, Table, Loop string
+}
+
+// EnsureGroupTopics checks the input and creates, when missing, the output
+// and dead-letter topics, the compacted table changelog and the loop topic
+// (a day's retention: a looped record is read within seconds), all with the
+// input's partition count. Both runtimes call it before consuming.
+func EnsureGroupTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int16) (int32, error) {
+	parts, err := EnsureTopics(admin, t.Input, replication, t.Output, t.DLQ)
+	if err != nil {
+		return 0, err
+	}
+	if err := CreateTopic(admin, t.Table, parts, replication, map[string]string{"cleanup.policy": "compact"}); err != nil {
+		return 0, err
+	}
+	return parts, CreateTopic(admin, t.Loop, parts, replication, map[string]string{"retention.ms": "86400000"})
+}
+
 // CreateTopic creates a topic unless it exists.
 func CreateTopic(admin sarama.ClusterAdmin, name string, partitions int32, replication int16, config map[string]string) error {
 	detail := &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: replication}
