@@ -43,7 +43,9 @@ type Config struct {
 	// raw, redis, postgres) interval.
 	CommitInterval time.Duration
 	// Rekey is the worker's --rekey policy (eos); "" is the default, always.
-	Rekey       string
+	Rekey string
+	// Threads is the worker's --threads (eos); 0 is the default, 1.
+	Threads     int
 	RedisAddr   string
 	RedisTTL    time.Duration // the SET NX expiry
 	PostgresDSN string

@@ -48,6 +48,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Group, "group", "", "consumer group")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "worker state dir (eos, alo)")
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "transaction / offset commit interval")
+	fs.IntVar(&cfg.Threads, "threads", 0, "worker --threads (eos)")
 	fs.StringVar(&cfg.Rekey, "rekey", "", "worker --rekey policy (eos): always or never")
 	fs.StringVar(&cfg.RedisAddr, "redis", "", "redis host:port")
 	fs.DurationVar(&cfg.RedisTTL, "redis-ttl", time.Hour, "SET NX expiry")

@@ -39,7 +39,7 @@ func runWorker(ctx context.Context, cfg Config, ready func()) error {
 	)
 	if cfg.Kind == Exactly {
 		w, err = processor.New(processor.Config{Brokers: cfg.Brokers, StateDir: cfg.StateDir,
-			CommitInterval: cfg.CommitInterval, Logger: cfg.Logger, Hooks: cfg.Hooks}, topo)
+			CommitInterval: cfg.CommitInterval, Threads: cfg.Threads, Logger: cfg.Logger, Hooks: cfg.Hooks}, topo)
 	} else {
 		w, err = atleastonce.New(atleastonce.Config{Brokers: cfg.Brokers, StateDir: cfg.StateDir,
 			CommitInterval: cfg.CommitInterval, Replication: -1, ClientID: "bench-" + cfg.Group,

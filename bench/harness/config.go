@@ -85,6 +85,8 @@ type Contender struct {
 	KeyByEvent bool
 	// Rekey is the worker's --rekey policy; "" is its default (always).
 	Rekey string
+	// Threads is the worker's --threads; 0 is its default (1).
+	Threads int
 	// Extra: reported beside the line-up, not judged by the targets.
 	Extra bool
 }
@@ -115,6 +117,10 @@ func Contenders() []Contender {
 		// key, so --rekey=never is correct for it: no loop topic.
 		{Name: "exactly-once-100ms-norekey", Label: "this worker, exactly-once, 100 ms, --rekey=never",
 			Kind: contenders.Exactly, CommitInterval: 100 * time.Millisecond, Rekey: "never"},
+		{Name: "exactly-once-100ms-2t", Label: "this worker, exactly-once, 100 ms, --threads 2",
+			Kind: contenders.Exactly, CommitInterval: 100 * time.Millisecond, Threads: 2, Extra: true},
+		{Name: "exactly-once-100ms-norekey-2t", Label: "this worker, exactly-once, 100 ms, --rekey=never --threads 2",
+			Kind: contenders.Exactly, CommitInterval: 100 * time.Millisecond, Rekey: "never", Threads: 2},
 	}
 }
 

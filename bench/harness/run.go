@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -302,6 +303,9 @@ func (h *harness) contenderArgs(ct Contender, input, output, group, stateDir str
 		"-input", input, "-output", output, "-group", group, "-commit-interval", ct.CommitInterval.String()}
 	if stateDir != "" {
 		args = append(args, "-state-dir", stateDir)
+	}
+	if ct.Threads > 0 {
+		args = append(args, "-threads", strconv.Itoa(ct.Threads))
 	}
 	if ct.Rekey != "" {
 		args = append(args, "-rekey", ct.Rekey)

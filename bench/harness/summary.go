@@ -160,14 +160,18 @@ type Target struct {
 	Got    string
 }
 
-// Targets judges the targets: exactly-once at 100 ms with the default
-// --rekey=always, and the throughput ratios again with --rekey=never.
+// Targets judges the targets: exactly-once at 100 ms with the
+// defaults (--rekey=always, one thread), and the throughput ratios again with
+// --rekey=never, and with --rekey=never and two threads (members).
 func (r *Report) Targets() []Target {
 	sums := r.Summaries()
 	eos := find(sums, "exactly-once-100ms")
 	out := r.ratios(sums, eos, "")
 	if norekey := find(sums, "exactly-once-100ms-norekey"); norekey != nil {
 		out = append(out, r.ratios(sums, norekey, " (--rekey=never)")...)
+	}
+	if best := find(sums, "exactly-once-100ms-norekey-2t"); best != nil {
+		out = append(out, r.ratios(sums, best, " (--rekey=never --threads 2)")...)
 	}
 	return append(out, r.stateTargets(eos)...)
 }
