@@ -27,8 +27,9 @@ type member struct {
 	codecs     *codecSet
 	hooks      Hooks
 	log        *slog.Logger
-	memberName string // transactional.id and static group instance id
-	tableTopic string // the changelog, named once
+	memberName string      // transactional.id and static group instance id
+	tableTopic string      // the changelog, named once
+	blocks     *blockCache // the Processor's, shared by all its stores
 
 	client      sarama.Client // restore reads
 	group       sarama.ConsumerGroup
@@ -134,7 +135,7 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 			if m.stores[p] != nil {
 				continue
 			}
-			s, err := openStore(TablePath(m.cfg.StateDir, m.topo.TableTopic(), p), seenExpiry)
+			s, err := openStore(TablePath(m.cfg.StateDir, m.topo.TableTopic(), p), seenExpiry, m.blocks)
 			if err != nil {
 				m.closeStores()
 				return err

@@ -10,8 +10,15 @@ import (
 	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
-// restoreChunk is how many changelog records go into one LevelDB batch.
-const restoreChunk = 10000
+// A restore applies the changelog to LevelDB in batches of at most
+// restoreChunk records and restoreChunkBytes of keys and values (about twice
+// that with the expiry index): a batch larger than the memtable would take
+// goleveldb's "large batch" path, which writes tables directly. A restore of
+// more than restoreChunk records runs with restoreWriteBuffer memtables.
+const (
+	restoreChunk      = 10000
+	restoreChunkBytes = restoreWriteBuffer / 4
+)
 
 // restore brings a partition's store up to the changelog's last stable
 // offset, reading read_committed from the offset the store recorded. A stored
@@ -54,20 +61,28 @@ func (m *member) restore(ctx context.Context, p int32, s *store) (int64, error) 
 		m.hooks.TableSize(p, s.entries)
 		return 0, nil
 	}
+	if total > restoreChunk {
+		if err := s.reopen(restoreWriteBuffer); err != nil {
+			return 0, err
+		}
+	}
 	start := time.Now()
 	m.log.Info("restoring table partition", "partition", p, "from", from, "to", logEnd, "records", total)
-	var n int64
+	var n, chunk, chunkBytes int64
 	next, err := kafkautil.ReadCommitted(ctx, m.client, topic, p, from, logEnd, func(off int64, rec *sarama.Record) error {
 		if rec.Value == nil {
 			s.Delete(string(rec.Key))
 		} else {
 			s.Set(string(rec.Key), rec.Value)
 		}
-		if n++; n%restoreChunk == 0 {
+		n++
+		chunk++
+		if chunkBytes += int64(len(rec.Key) + len(rec.Value)); chunk == restoreChunk || chunkBytes >= restoreChunkBytes {
 			if err := s.Apply(off + 1); err != nil {
 				return err
 			}
-			m.hooks.RestoreProgress(p, restoreChunk, logEnd-off-1)
+			m.hooks.RestoreProgress(p, chunk, logEnd-off-1)
+			chunk, chunkBytes = 0, 0
 		}
 		return nil
 	})
@@ -78,7 +93,10 @@ func (m *member) restore(ctx context.Context, p int32, s *store) (int64, error) 
 	if err := s.Apply(next); err != nil {
 		return n, err
 	}
-	m.hooks.RestoreProgress(p, n%restoreChunk, 0)
+	if err := s.reopen(storeWriteBuffer); err != nil {
+		return n, err
+	}
+	m.hooks.RestoreProgress(p, chunk, 0)
 	m.hooks.TableSize(p, s.entries)
 	d := time.Since(start)
 	m.log.Info("restored table partition", "partition", p, "records", n, "entries", s.entries,

@@ -33,10 +33,13 @@ type expiryFunc func(value []byte) int64
 // after an abort. So LevelDB never holds uncommitted data, and its stored
 // changelog offset always matches its contents.
 type store struct {
-	path    string
-	expiry  expiryFunc
-	db      *leveldb.DB
-	overlay map[string][]byte // nil value: deleted in this transaction
+	path   string
+	expiry expiryFunc
+	blocks *blockCache // shared with the other stores; nil: a cache of its own
+	db     *leveldb.DB
+	// writeBuffer is the memtable size db was opened with.
+	writeBuffer int
+	overlay     map[string][]byte // nil value: deleted in this transaction
 	// base caches what this transaction read from LevelDB (nil: absent),
 	// so Apply need not read a key again to maintain the expiry index and
 	// the entry count: a first-seen key is looked up once, not twice.
@@ -46,27 +49,60 @@ type store struct {
 
 // storeOptions are the LevelDB options of a partition store. A bloom filter,
 // because most lookups are misses (every first-seen event, every key a
-// restore writes) and would otherwise search each level. Half-size memtables
-// and block caches, because a worker holds one store per partition:
-// goleveldb's defaults (two 4 MiB memtables and an 8 MiB cache each) cost 12
-// partitions about 200 MiB; smaller still made lookups of seen keys slower
-// (BenchmarkStoreGet/leveldb-hit: 1.8 us at the defaults, 4.8 us at 1 MiB
-// memtables and a 2 MiB cache).
-func storeOptions() *opt.Options {
-	return &opt.Options{Filter: filter.NewBloomFilter(10), WriteBuffer: 2 << 20, BlockCacheCapacity: 4 << 20}
+// restore writes) and would otherwise search each level. The block cache is
+// the Processor's, shared by its stores (blockcache.go); without one
+// (inspect), a small cache of the store's own. Half-size memtables while
+// processing, because a worker holds one store per partition and goleveldb
+// keeps two per store (the active one and a recycled one): its 4 MiB default
+// cost 12 partitions about 100 MiB; 1 MiB cost 8% more CPU per event. A
+// restore writes a whole changelog at once and runs one partition at a time:
+// it gets goleveldb's default size (146k records/s instead of 115k at 2 MiB).
+func storeOptions(blocks *blockCache, writeBuffer int) *opt.Options {
+	o := &opt.Options{Filter: filter.NewBloomFilter(10), WriteBuffer: writeBuffer, BlockCacheCapacity: 4 << 20}
+	if blocks != nil {
+		o.BlockCacher = blocks
+	}
+	return o
 }
 
-func openStore(path string, expiry expiryFunc) (*store, error) {
-	db, err := leveldb.OpenFile(path, storeOptions())
-	if err != nil {
-		return nil, fmt.Errorf("open table store %s: %w", path, err)
-	}
-	s := &store{path: path, expiry: expiry, db: db, overlay: map[string][]byte{}, base: map[string][]byte{}}
-	if s.entries, err = s.meta(metaEntries, 0); err != nil {
-		db.Close()
+const (
+	storeWriteBuffer   = 2 << 20 // per store while processing
+	restoreWriteBuffer = 4 << 20 // while restoring, one store at a time
+)
+
+// openStore opens a partition store for processing (storeWriteBuffer).
+func openStore(path string, expiry expiryFunc, blocks *blockCache) (*store, error) {
+	s := &store{path: path, expiry: expiry, blocks: blocks, overlay: map[string][]byte{}, base: map[string][]byte{}}
+	if err := s.open(storeWriteBuffer); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+func (s *store) open(writeBuffer int) error {
+	db, err := leveldb.OpenFile(s.path, storeOptions(s.blocks, writeBuffer))
+	if err != nil {
+		return fmt.Errorf("open table store %s: %w", s.path, err)
+	}
+	s.db, s.writeBuffer = db, writeBuffer
+	if s.entries, err = s.meta(metaEntries, 0); err != nil {
+		db.Close()
+		return err
+	}
+	return nil
+}
+
+// reopen closes and opens LevelDB again with another memtable size; the
+// memtable's contents come back from LevelDB's journal. Only between
+// transactions (nothing in the overlay).
+func (s *store) reopen(writeBuffer int) error {
+	if s.writeBuffer == writeBuffer {
+		return nil
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close table store %s: %w", s.path, err)
+	}
+	return s.open(writeBuffer)
 }
 
 // meta reads an int64 metadata value, def when absent.
@@ -197,12 +233,9 @@ func (s *store) Wipe() error {
 	if err := os.RemoveAll(s.path); err != nil {
 		return err
 	}
-	fresh, err := openStore(s.path, s.expiry)
-	if err != nil {
-		return err
-	}
-	*s = *fresh
-	return nil
+	clear(s.overlay)
+	clear(s.base)
+	return s.open(s.writeBuffer)
 }
 
 func (s *store) Close() error { return s.db.Close() }

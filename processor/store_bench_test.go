@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
@@ -9,9 +10,11 @@ import (
 )
 
 // benchStore opens a store holding n committed seen records keyed key-<i>.
-func benchStore(b *testing.B, n int) *store {
+func benchStore(b *testing.B, n int) *store { return benchStoreWith(b, n, nil) }
+
+func benchStoreWith(b *testing.B, n int, blocks *blockCache) *store {
 	b.Helper()
-	s, err := openStore(b.TempDir(), seenExpiry)
+	s, err := openStore(b.TempDir(), seenExpiry, blocks)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,6 +61,8 @@ func BenchmarkStoreGet(b *testing.B) {
 			i++
 		}
 	})
+	// The store remembers a transaction's reads until Apply or Drop; drop
+	// them after each pass over the keys, so that LevelDB is what is read.
 	b.Run("leveldb-hit", func(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
@@ -65,7 +70,9 @@ func BenchmarkStoreGet(b *testing.B) {
 			if got, _ := s.Get(keys[i%len(keys)]); got == nil {
 				b.Fatal("miss")
 			}
-			i++
+			if i++; i%len(keys) == 0 {
+				s.Drop()
+			}
 		}
 	})
 	b.Run("miss", func(b *testing.B) { // a first-seen event: overlay miss, LevelDB miss
@@ -75,7 +82,9 @@ func BenchmarkStoreGet(b *testing.B) {
 			if got, _ := s.Get("absent-" + keys[i%len(keys)]); got != nil {
 				b.Fatal("hit")
 			}
-			i++
+			if i++; i%len(keys) == 0 {
+				s.Drop()
+			}
 		}
 	})
 }
@@ -98,5 +107,39 @@ func BenchmarkStoreApply(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	}
+}
+
+// BenchmarkStoresGet looks up seen keys at random over the 12 stores of a
+// worker holding 12 partitions, with goleveldb's cache per store (4 MiB
+// each, 48 MiB in all) and with the Processor's shared budget.
+func BenchmarkStoresGet(b *testing.B) {
+	const stores, committed = 12, 100000
+	for _, tc := range []struct {
+		name   string
+		blocks func() *blockCache
+	}{
+		{"own-4MiB-each", func() *blockCache { return nil }},
+		{"shared-16MiB", func() *blockCache { return newBlockCache(16 << 20) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			blocks := tc.blocks()
+			ss := make([]*store, stores)
+			for i := range ss {
+				ss[i] = benchStoreWith(b, committed, blocks)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				s := ss[i%stores]
+				if got, _ := s.Get("key-" + strconv.Itoa(rng.IntN(committed))); got == nil {
+					b.Fatal("miss")
+				}
+				if i%1024 == 0 {
+					s.Drop()
+				}
+			}
+		})
 	}
 }

@@ -20,7 +20,7 @@ func seenValue(t *testing.T, expires time.Time) []byte {
 
 func TestStoreOverlayAppliesOnlyOnApply(t *testing.T) {
 	dir := t.TempDir()
-	s, err := openStore(dir, seenExpiry)
+	s, err := openStore(dir, seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestStoreOverlayAppliesOnlyOnApply(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err = openStore(dir, seenExpiry)
+	s, err = openStore(dir, seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestStoreOverlayAppliesOnlyOnApply(t *testing.T) {
 }
 
 func TestStoreExpiryIndex(t *testing.T) {
-	s, err := openStore(t.TempDir(), seenExpiry)
+	s, err := openStore(t.TempDir(), seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestStoreExpiryIndex(t *testing.T) {
 }
 
 func TestStoreWipe(t *testing.T) {
-	s, err := openStore(t.TempDir(), seenExpiry)
+	s, err := openStore(t.TempDir(), seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestInstanceIDIsStable(t *testing.T) {
 // the transaction's own Get instead of reading LevelDB again; the entry count
 // and the expiry index must come out as if it had read.
 func TestStoreApplyUsesReadsOfTheTransaction(t *testing.T) {
-	s, err := openStore(t.TempDir(), seenExpiry)
+	s, err := openStore(t.TempDir(), seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,5 +183,40 @@ func TestStoreApplyUsesReadsOfTheTransaction(t *testing.T) {
 	}
 	if keys, _ := s.Expired(now.UnixNano(), 10); len(keys) != 0 {
 		t.Fatalf("expired keys %v after k was renewed, want none", keys)
+	}
+}
+
+// A restore reopens the store with big memtables and back; committed data,
+// the changelog offset and the entry count must survive both (the memtable's
+// part comes back from LevelDB's journal).
+func TestStoreReopenKeepsCommittedData(t *testing.T) {
+	s, err := openStore(t.TempDir(), seenExpiry, newBlockCache(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	v := seenValue(t, time.Now().Add(time.Hour))
+	s.Set("a", v)
+	if err := s.Apply(1); err != nil {
+		t.Fatal(err)
+	}
+	for i, wb := range []int{restoreWriteBuffer, storeWriteBuffer} {
+		if err := s.reopen(wb); err != nil {
+			t.Fatal(err)
+		}
+		if s.writeBuffer != wb {
+			t.Fatalf("reopen %d: memtable size %d, want %d", i, s.writeBuffer, wb)
+		}
+		key := "k" + string(rune('b'+i))
+		s.Set(key, v)
+		if err := s.Apply(int64(i + 2)); err != nil {
+			t.Fatal(err)
+		}
+		next, _ := s.ChangelogNext()
+		a, _ := s.Get("a")
+		k, _ := s.Get(key)
+		if a == nil || k == nil || next != int64(i+2) || s.entries != int64(i+2) {
+			t.Fatalf("after reopen %d: a=%v %s=%v next=%d entries=%d", i, a != nil, key, k != nil, next, s.entries)
+		}
 	}
 }

@@ -40,6 +40,7 @@ type Config struct {
 	Threads         int
 	SessionTimeout  time.Duration
 	SweepInterval   time.Duration
+	TableCacheMB    int
 	StaleEvents     string
 	Rekey           string
 	StrictRetention bool
@@ -74,6 +75,7 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.IntVar(&cfg.Threads, "threads", 1, "consumer-group members (stream threads) in this process; exactly-once only")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 10*time.Second, "group session timeout: how long a silent instance keeps its partitions (exactly-once)")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Minute, "how often expired seen records are deleted, in bounded batches (exactly-once)")
+	fs.IntVar(&cfg.TableCacheMB, "table-cache-mb", 16, "MiB of LevelDB block cache shared by all the table partitions this process holds (exactly-once)")
 	fs.StringVar(&cfg.StaleEvents, "stale-events", string(dedup.StaleProcess), "unseen events older than --retention: process, skip or dead-letter")
 	fs.StringVar(&cfg.Rekey, "rekey", string(dedup.RekeyAlways), "always: loop events whose record key is not their dedup key to that key's partition; never: judge them in their own partition (only when every copy of an event has the same record key; exactly-once only)")
 	fs.BoolVar(&cfg.StrictRetention, "strict-retention", false, "refuse to start when --retention is shorter than the input topic's retention.ms")
@@ -181,6 +183,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.SweepInterval <= 0 {
 		bad("sweep-interval", "%v must be positive", cfg.SweepInterval)
+	}
+	if cfg.TableCacheMB < 1 || cfg.TableCacheMB > 1<<16 {
+		bad("table-cache-mb", "%d: want 1 to 65536", cfg.TableCacheMB)
 	}
 	switch dedup.StalePolicy(cfg.StaleEvents) {
 	case dedup.StaleProcess, dedup.StaleSkip, dedup.StaleDeadLetter:

@@ -62,6 +62,7 @@ func TestParseConfigNamesTheBadFlag(t *testing.T) {
 		{"bad rekey policy", append(required, "--rekey", "sometimes"), nil, "--rekey:"},
 		{"rekey never at least once", append(required, "--rekey", "never", "--guarantee", "at-least-once"), nil, "--rekey: never needs --guarantee=exactly-once"},
 		{"zero sweep interval", append(required, "--sweep-interval", "0s"), nil, "--sweep-interval:"},
+		{"zero table cache", append(required, "--table-cache-mb", "0"), nil, "--table-cache-mb: 0: want 1 to 65536"},
 		{"bad log level", append(required, "--log-level", "loud"), nil, "--log-level:"},
 		{"stray argument", append(required, "extra"), nil, "unexpected arguments"},
 	}
