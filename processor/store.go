@@ -57,8 +57,12 @@ type store struct {
 // cost 12 partitions about 100 MiB; 1 MiB cost 8% more CPU per event. A
 // restore writes a whole changelog at once and runs one partition at a time:
 // it gets goleveldb's default size (146k records/s instead of 115k at 2 MiB).
+// No compactions triggered by reads (go-ethereum turns them off too): every
+// first-seen event is a lookup that misses through several table files, so
+// reads kept triggering compactions; without them compaction CPU halved and
+// the worker spent 4% less CPU per event (17.6 s per 1M instead of 18.4).
 func storeOptions(blocks *blockCache, writeBuffer int) *opt.Options {
-	o := &opt.Options{Filter: filter.NewBloomFilter(10), WriteBuffer: writeBuffer, BlockCacheCapacity: 4 << 20}
+	o := &opt.Options{Filter: filter.NewBloomFilter(10), WriteBuffer: writeBuffer, BlockCacheCapacity: 4 << 20, DisableSeeksCompaction: true}
 	if blocks != nil {
 		o.BlockCacher = blocks
 	}
