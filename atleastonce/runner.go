@@ -92,13 +92,10 @@ func New(cfg Config, topo *dedup.Topology) (*Runner, error) {
 	if err := prepareTopics(cfg, sc, topo); err != nil {
 		return nil, err
 	}
-	tm := goka.NewTopicManagerConfig()
-	tm.Table.Replication = int(cfg.Replication)
-	tm.Stream.Replication = int(cfg.Replication)
 	build := countingBuilder(storage.DefaultBuilder(cfg.StateDir), func(_ string, p int32, n int64) { cfg.TableSize(p, n) })
 	proc, err := goka.NewProcessor(cfg.Brokers, topo.Graph(),
 		goka.WithStorageBuilder(build),
-		goka.WithTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(sc, tm)),
+		goka.WithTopicManagerBuilder(ownedTopicsBuilder(sc)),
 		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(sc)),
 		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(sc)),
 		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(sc)),
@@ -110,22 +107,6 @@ func New(cfg Config, topo *dedup.Topology) (*Runner, error) {
 		return nil, fmt.Errorf("build goka processor: %w", err)
 	}
 	return &Runner{cfg: cfg, topo: topo, proc: proc}, nil
-}
-
-func prepareTopics(cfg Config, sc *sarama.Config, topo *dedup.Topology) error {
-	// Like the exactly-once runtime: wait out a broker that is down.
-	return kafkautil.WithAdmin(context.Background(), cfg.Logger, "prepare topics", cfg.Brokers, sc,
-		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
-			// The table and loop topics too: goka's topic manager fails the
-			// processor when another instance created one of them between
-			// its check and its create.
-			_, err := kafkautil.EnsureGroupTopics(admin, groupTopics(topo), cfg.Replication)
-			return err
-		})
-}
-
-func groupTopics(topo *dedup.Topology) kafkautil.GroupTopics {
-	return kafkautil.GroupTopics{Input: topo.Input, Output: topo.Output, DLQ: topo.DLQ, Table: topo.TableTopic(), Loop: topo.LoopTopic()}
 }
 
 // Run processes until ctx is cancelled or the processor fails.

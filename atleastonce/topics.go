@@ -1,0 +1,77 @@
+package atleastonce
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
+
+	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/kafkautil"
+)
+
+// prepareTopics creates every topic the group writes (output, dead letters,
+// table, loop) when missing, like the exactly-once runtime, and waits out a
+// broker that is down.
+func prepareTopics(cfg Config, sc *sarama.Config, topo *dedup.Topology) error {
+	return kafkautil.WithAdmin(context.Background(), cfg.Logger, "prepare topics", cfg.Brokers, sc,
+		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
+			_, err := kafkautil.EnsureGroupTopics(admin, groupTopics(topo), cfg.Replication)
+			return err
+		})
+}
+
+func groupTopics(topo *dedup.Topology) kafkautil.GroupTopics {
+	return kafkautil.GroupTopics{Input: topo.Input, Output: topo.Output, DLQ: topo.DLQ, Table: topo.TableTopic(), Loop: topo.LoopTopic()}
+}
+
+// topicVisibleTimeout bounds the wait for a topic prepareTopics created to
+// show in a broker's metadata.
+const topicVisibleTimeout = 30 * time.Second
+
+// ownedTopics is goka's topic manager without topic creation: prepareTopics
+// made every topic already. goka's own Ensure* checks the metadata and
+// creates what it does not see; a topic created a moment earlier (by
+// prepareTopics, or by another instance starting at the same time) is often
+// not in a broker's metadata yet, so goka's create failed the processor with
+// "Topic already exists". Here Ensure* waits until the topic is visible and
+// checks its partition count (copartitioning), which goka checked too.
+type ownedTopics struct {
+	goka.TopicManager
+	timeout time.Duration
+}
+
+func ownedTopicsBuilder(sc *sarama.Config) goka.TopicManagerBuilder {
+	return func(brokers []string) (goka.TopicManager, error) {
+		tm, err := goka.TopicManagerBuilderWithConfig(sc, goka.NewTopicManagerConfig())(brokers)
+		if err != nil {
+			return nil, err
+		}
+		return ownedTopics{TopicManager: tm, timeout: topicVisibleTimeout}, nil
+	}
+}
+
+func (t ownedTopics) EnsureTableExists(topic string, npar int) error  { return t.await(topic, npar) }
+func (t ownedTopics) EnsureStreamExists(topic string, npar int) error { return t.await(topic, npar) }
+func (t ownedTopics) EnsureTopicExists(topic string, npar, _ int, _ map[string]string) error {
+	return t.await(topic, npar)
+}
+
+func (t ownedTopics) await(topic string, npar int) error {
+	deadline := time.Now().Add(t.timeout)
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		parts, err := t.Partitions(topic) // refreshes the metadata first
+		if err == nil && len(parts) > 0 {
+			if len(parts) != npar {
+				return fmt.Errorf("topic %s has %d partitions, want %d (the input's)", topic, len(parts), npar)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topic %s not in the cluster's metadata %v after it was created (last error: %v)", topic, t.timeout, err)
+		}
+		time.Sleep(pause)
+	}
+}

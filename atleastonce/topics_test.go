@@ -1,0 +1,62 @@
+package atleastonce
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lovoo/goka"
+)
+
+// lateTopics is a goka.TopicManager whose metadata shows a topic only from
+// the visibleAt-th look on, like a broker that learns of a topic just
+// created a moment later.
+type lateTopics struct {
+	goka.TopicManager // nil: only Partitions is called
+	visibleAt, looks  int
+	partitions        []int32
+}
+
+func (l *lateTopics) Partitions(string) ([]int32, error) {
+	if l.looks++; l.visibleAt == 0 || l.looks < l.visibleAt {
+		return nil, errors.New("topic not found")
+	}
+	return l.partitions, nil
+}
+
+func TestOwnedTopicsWaitForMetadataInsteadOfCreating(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		visibleAt int // 0: never
+		parts     int
+		wantErr   string
+	}{
+		{"visible at once", 1, 6, ""},
+		{"visible on the fourth look", 4, 6, ""},
+		{"partition count differs", 1, 3, "has 3 partitions, want 6"},
+		{"never visible", 0, 6, "not in the cluster's metadata"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			late := &lateTopics{visibleAt: tc.visibleAt, partitions: make([]int32, tc.parts)}
+			tm := ownedTopics{TopicManager: late, timeout: 300 * time.Millisecond}
+			for _, ensure := range []func() error{
+				func() error { return tm.EnsureTableExists("g-table", 6) },
+				func() error { return tm.EnsureStreamExists("g-loop", 6) },
+				func() error { return tm.EnsureTopicExists("out", 6, 1, nil) },
+			} {
+				late.looks = 0
+				err := ensure()
+				if tc.wantErr == "" && err != nil {
+					t.Fatalf("err %v, want nil", err)
+				}
+				if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+					t.Fatalf("err %v, want one containing %q", err, tc.wantErr)
+				}
+				if tc.visibleAt > 1 && late.looks != tc.visibleAt {
+					t.Fatalf("looked %d times, want %d", late.looks, tc.visibleAt)
+				}
+			}
+		})
+	}
+}
