@@ -140,14 +140,18 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 				m.closeStores()
 				return err
 			}
-			m.storesMu.Lock()
-			m.stores[p] = s
-			m.storesMu.Unlock()
+			// Published to Lookup only once restored: a restore reopens or
+			// wipes the store's LevelDB, and a half-restored table would
+			// answer "not seen" for keys it has not reached yet.
 			n, err := m.restore(sess.Context(), p, s)
 			if err != nil {
+				s.Close()
 				m.closeStores()
 				return err
 			}
+			m.storesMu.Lock()
+			m.stores[p] = s
+			m.storesMu.Unlock()
 			restored += n
 		}
 	}
