@@ -70,9 +70,10 @@ func SaramaConfig(cfg Config) *sarama.Config {
 	return sc
 }
 
-// New validates the config, creates the output and dead-letter topics when
-// missing and builds the goka processor.
-func New(cfg Config, topo *dedup.Topology) (*Runner, error) {
+// New validates the config, creates the topics the group writes when
+// missing and builds the goka processor. ctx ends the wait for an
+// unreachable cluster, like processor.New's.
+func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -89,7 +90,7 @@ func New(cfg Config, topo *dedup.Topology) (*Runner, error) {
 		cfg.TableSize = func(int32, int64) {}
 	}
 	sc := SaramaConfig(cfg)
-	if err := prepareTopics(cfg, sc, topo); err != nil {
+	if err := prepareTopics(ctx, cfg, sc, topo); err != nil {
 		return nil, err
 	}
 	build := countingBuilder(storage.DefaultBuilder(cfg.StateDir), func(_ string, p int32, n int64) { cfg.TableSize(p, n) })

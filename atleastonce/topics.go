@@ -15,8 +15,8 @@ import (
 // prepareTopics creates every topic the group writes (output, dead letters,
 // table, loop) when missing, like the exactly-once runtime, and waits out a
 // broker that is down.
-func prepareTopics(cfg Config, sc *sarama.Config, topo *dedup.Topology) error {
-	return kafkautil.WithAdmin(context.Background(), cfg.Logger, "prepare topics", cfg.Brokers, sc,
+func prepareTopics(ctx context.Context, cfg Config, sc *sarama.Config, topo *dedup.Topology) error {
+	return kafkautil.WithAdmin(ctx, cfg.Logger, "prepare topics", cfg.Brokers, sc,
 		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
 			_, err := kafkautil.EnsureGroupTopics(admin, groupTopics(topo), cfg.Replication)
 			return err

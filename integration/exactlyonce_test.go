@@ -25,7 +25,7 @@ func (e *env) startEOS(topo *dedup.Topology, cfg processor.Config) *worker {
 		cfg.SessionTimeout = 3 * time.Second
 	}
 	cfg.Logger = topo.Logger
-	p, err := processor.New(cfg, topo)
+	p, err := processor.New(e.t.Context(), cfg, topo)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -104,7 +104,7 @@ type worker struct {
 func (e *env) start(topo *dedup.Topology, stateDir string) *worker {
 	e.t.Helper()
 	w := &worker{done: make(chan error, 1)}
-	r, err := atleastonce.New(atleastonce.Config{Brokers: e.brokers, StateDir: stateDir,
+	r, err := atleastonce.New(e.t.Context(), atleastonce.Config{Brokers: e.brokers, StateDir: stateDir,
 		CommitInterval: 100 * time.Millisecond, Replication: -1, ClientID: "it-" + topo.Group, Logger: topo.Logger,
 		TableSize: func(p int32, n int64) { w.sizes.Store(p, n) }}, topo)
 	if err != nil {

@@ -23,8 +23,10 @@ type Processor struct {
 }
 
 // New validates, creates the topics the topology writes (the input must
-// exist) and prepares the members. Nothing is consumed until Run.
-func New(cfg Config, topo *dedup.Topology) (*Processor, error) {
+// exist) and prepares the members. Nothing is consumed until Run. ctx ends
+// the wait for an unreachable cluster (up to kafkautil.StartupTimeout), so a
+// SIGTERM during startup is honoured at once.
+func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Processor, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -47,7 +49,7 @@ func New(cfg Config, topo *dedup.Topology) (*Processor, error) {
 			return nil, fmt.Errorf("instance id in %s: %w", cfg.StateDir, err)
 		}
 	}
-	partitions, err := prepareTopics(&cfg, topo)
+	partitions, err := prepareTopics(ctx, &cfg, topo)
 	if err != nil {
 		return nil, err
 	}
@@ -71,14 +73,14 @@ func New(cfg Config, topo *dedup.Topology) (*Processor, error) {
 // election or a controller that moved is waited out (kafkautil.WithAdmin,
 // up to kafkautil.StartupTimeout); a missing input topic or a rejected
 // topic config fails at once.
-func prepareTopics(cfg *Config, topo *dedup.Topology) (int32, error) {
+func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int32, error) {
 	sc := baseConfig(cfg, "dedup-admin")
 	// WithAdmin retries and logs each retry; baseConfig's 100 metadata
 	// retries (meant for group joins) would spend 20 s silently in every
 	// attempt while no broker answers.
 	sc.Metadata.Retry.Max = 3
 	var parts int32
-	err := kafkautil.WithAdmin(context.Background(), cfg.Logger, "prepare topics", cfg.Brokers, sc,
+	err := kafkautil.WithAdmin(ctx, cfg.Logger, "prepare topics", cfg.Brokers, sc,
 		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
 			var err error
 			parts, err = kafkautil.EnsureGroupTopics(admin, kafkautil.GroupTopics{Input: topo.Input, Output: topo.Output,

@@ -115,7 +115,7 @@ func TestPrepareTopicsWaitsOutADeadBroker(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		parts, err := prepareTopics(cfg, testTopology())
+		parts, err := prepareTopics(context.Background(), cfg, testTopology())
 		done <- result{parts, err}
 	}()
 
@@ -144,6 +144,36 @@ func TestPrepareTopicsWaitsOutADeadBroker(t *testing.T) {
 	}
 }
 
+// SIGTERM while startup waits for a dead broker: New's context ends the wait
+// at once instead of after kafkautil.StartupTimeout (2 min).
+func TestPrepareTopicsStopsWaitingWhenCancelled(t *testing.T) {
+	c := newCluster(t, true) // the controller stays dead
+	log := newRetryLog()
+	cfg := &Config{Brokers: []string{c.live.Addr()}, Replication: -1, Logger: slog.New(log)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := prepareTopics(ctx, cfg, testTopology())
+		done <- err
+	}()
+	select {
+	case <-log.retried:
+	case err := <-done:
+		t.Fatalf("prepareTopics returned before any retry: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no retry logged within 30s")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("prepareTopics still waiting 10s after its context was cancelled")
+	}
+}
+
 // A missing input topic is a configuration error: no retry, no wait.
 func TestPrepareTopicsFailsAtOnceWithoutInput(t *testing.T) {
 	c := newCluster(t, false)
@@ -152,7 +182,7 @@ func TestPrepareTopicsFailsAtOnceWithoutInput(t *testing.T) {
 	cfg := &Config{Brokers: []string{c.live.Addr()}, Replication: -1, Logger: slog.New(log)}
 
 	start := time.Now()
-	_, err := prepareTopics(cfg, testTopology())
+	_, err := prepareTopics(context.Background(), cfg, testTopology())
 	if !errors.Is(err, kafkautil.ErrNoInputTopic) {
 		t.Fatalf("err = %v, want ErrNoInputTopic", err)
 	}

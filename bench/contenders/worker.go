@@ -38,10 +38,10 @@ func runWorker(ctx context.Context, cfg Config, ready func()) error {
 		err error
 	)
 	if cfg.Kind == Exactly {
-		w, err = processor.New(processor.Config{Brokers: cfg.Brokers, StateDir: cfg.StateDir,
+		w, err = processor.New(ctx, processor.Config{Brokers: cfg.Brokers, StateDir: cfg.StateDir,
 			CommitInterval: cfg.CommitInterval, Threads: cfg.Threads, Logger: cfg.Logger, Hooks: cfg.Hooks}, topo)
 	} else {
-		w, err = atleastonce.New(atleastonce.Config{Brokers: cfg.Brokers, StateDir: cfg.StateDir,
+		w, err = atleastonce.New(ctx, atleastonce.Config{Brokers: cfg.Brokers, StateDir: cfg.StateDir,
 			CommitInterval: cfg.CommitInterval, Replication: -1, ClientID: "bench-" + cfg.Group,
 			Logger: cfg.Logger}, topo)
 	}

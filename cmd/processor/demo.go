@@ -113,10 +113,10 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	}
 	var runner worker
 	if *guarantee == AtLeastOnce {
-		runner, err = atleastonce.New(atleastonce.Config{Brokers: brokers, StateDir: stateDir,
+		runner, err = atleastonce.New(ctx, atleastonce.Config{Brokers: brokers, StateDir: stateDir,
 			CommitInterval: 100 * time.Millisecond, Replication: 1, ClientID: "dedup-demo", Logger: log}, topo)
 	} else {
-		runner, err = processor.New(processor.Config{Brokers: brokers, StateDir: stateDir, Replication: 1, Logger: log}, topo)
+		runner, err = processor.New(ctx, processor.Config{Brokers: brokers, StateDir: stateDir, Replication: 1, Logger: log}, topo)
 	}
 	if err != nil {
 		return err

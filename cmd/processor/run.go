@@ -37,13 +37,13 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	)
 	switch cfg.Guarantee {
 	case ExactlyOnce:
-		w, err = processor.New(processor.Config{
+		w, err = processor.New(ctx, processor.Config{
 			Brokers: cfg.Brokers, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
 			Threads: cfg.Threads, SessionTimeout: cfg.SessionTimeout, SweepInterval: cfg.SweepInterval, TableCacheBytes: cfg.TableCacheMB << 20, Replication: int16(cfg.Replication), Logger: log,
 			Hooks: metrics.NewRuntime(reg, m, cfg.Group),
 		}, topo)
 	default:
-		w, err = atleastonce.New(atleastonce.Config{
+		w, err = atleastonce.New(ctx, atleastonce.Config{
 			Brokers: cfg.Brokers, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
 			Replication: int16(cfg.Replication), ClientID: "dedup-" + cfg.Group, Logger: log,
 			TableSize: m.TableSize,
