@@ -96,7 +96,7 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, error)
 	build := countingBuilder(storage.DefaultBuilder(cfg.StateDir), func(_ string, p int32, n int64) { cfg.TableSize(p, n) })
 	proc, err := goka.NewProcessor(cfg.Brokers, topo.Graph(),
 		goka.WithStorageBuilder(build),
-		goka.WithTopicManagerBuilder(ownedTopicsBuilder(sc)),
+		goka.WithTopicManagerBuilder(ownedTopicsBuilder(sc, cfg.Logger)),
 		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(sc)),
 		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(sc)),
 		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(sc)),

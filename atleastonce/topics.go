@@ -3,6 +3,7 @@ package atleastonce
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -38,19 +39,40 @@ const topicVisibleTimeout = 30 * time.Second
 // not in a broker's metadata yet, so goka's create failed the processor with
 // "Topic already exists". Here Ensure* waits until the topic is visible and
 // checks its partition count (copartitioning), which goka checked too.
+//
+// GetOffset, which goka's partition setup calls for the table, retries
+// transient errors for up to offsetTimeout: sarama retries once, and while a
+// killed broker's partitions wait for a new leader, the answer is "not the
+// leader" for several seconds; goka would fail the whole processor on it.
 type ownedTopics struct {
 	goka.TopicManager
-	timeout time.Duration
+	timeout       time.Duration
+	offsetTimeout time.Duration
+	log           *slog.Logger
 }
 
-func ownedTopicsBuilder(sc *sarama.Config) goka.TopicManagerBuilder {
+// offsetTimeout covers a broker's fencing (broker.session.timeout.ms, 9 s
+// by default) and the leader election after it.
+const offsetTimeout = 30 * time.Second
+
+func ownedTopicsBuilder(sc *sarama.Config, log *slog.Logger) goka.TopicManagerBuilder {
 	return func(brokers []string) (goka.TopicManager, error) {
 		tm, err := goka.TopicManagerBuilderWithConfig(sc, goka.NewTopicManagerConfig())(brokers)
 		if err != nil {
 			return nil, err
 		}
-		return ownedTopics{TopicManager: tm, timeout: topicVisibleTimeout}, nil
+		return ownedTopics{TopicManager: tm, timeout: topicVisibleTimeout, offsetTimeout: offsetTimeout, log: log}, nil
 	}
+}
+
+func (t ownedTopics) GetOffset(topic string, partition int32, at int64) (int64, error) {
+	var offset int64
+	err := kafkautil.Retry(context.Background(), t.log, fmt.Sprintf("offset of %s/%d", topic, partition), t.offsetTimeout, func() error {
+		var err error
+		offset, err = t.TopicManager.GetOffset(topic, partition, at)
+		return err
+	})
+	return offset, err
 }
 
 func (t ownedTopics) EnsureTableExists(topic string, npar int) error  { return t.await(topic, npar) }

@@ -2,10 +2,12 @@ package atleastonce
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 )
 
@@ -16,6 +18,15 @@ type lateTopics struct {
 	goka.TopicManager // nil: only Partitions is called
 	visibleAt, looks  int
 	partitions        []int32
+	failWith          error
+}
+
+// GetOffset fails with failWith until the visibleAt-th call.
+func (l *lateTopics) GetOffset(string, int32, int64) (int64, error) {
+	if l.looks++; l.visibleAt == 0 || l.looks < l.visibleAt {
+		return -1, l.failWith
+	}
+	return 42, nil
 }
 
 func (l *lateTopics) Partitions(string) ([]int32, error) {
@@ -56,6 +67,37 @@ func TestOwnedTopicsWaitForMetadataInsteadOfCreating(t *testing.T) {
 				if tc.visibleAt > 1 && late.looks != tc.visibleAt {
 					t.Fatalf("looked %d times, want %d", late.looks, tc.visibleAt)
 				}
+			}
+		})
+	}
+}
+
+// goka's partition setup reads the table's oldest offset; while a killed
+// broker's partitions wait for a new leader, that read fails for seconds.
+func TestOwnedTopicsGetOffsetRetriesTransientErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		failWith  error
+		visibleAt int // the call that succeeds; 0: none
+		wantErr   error
+		wantCalls int
+	}{
+		{"leader moving", sarama.ErrNotLeaderForPartition, 3, nil, 3},
+		{"leader moving longer than the timeout", sarama.ErrNotLeaderForPartition, 0, sarama.ErrNotLeaderForPartition, -1},
+		{"not transient", sarama.ErrTopicAuthorizationFailed, 3, sarama.ErrTopicAuthorizationFailed, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			late := &lateTopics{visibleAt: tc.visibleAt, failWith: tc.failWith}
+			tm := ownedTopics{TopicManager: late, offsetTimeout: time.Second, log: slog.New(slog.DiscardHandler)}
+			off, err := tm.GetOffset("g-table", 0, sarama.OffsetOldest)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+				t.Fatalf("err %v, want %v", err, tc.wantErr)
+			}
+			if err == nil && off != 42 {
+				t.Fatalf("offset %d, want 42", off)
+			}
+			if tc.wantCalls > 0 && late.looks != tc.wantCalls {
+				t.Fatalf("%d calls, want %d", late.looks, tc.wantCalls)
 			}
 		})
 	}
