@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -49,11 +50,12 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Runner owns one goka processor.
+// Runner owns one goka processor at a time (see Run).
 type Runner struct {
 	cfg  Config
 	topo *dedup.Topology
-	proc *goka.Processor
+	sc   *sarama.Config
+	proc atomic.Pointer[goka.Processor] // replaced by Run, read by Get and Ready
 }
 
 // SaramaConfig is the client configuration of the at-least-once mode.
@@ -93,8 +95,20 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, error)
 	if err := prepareTopics(ctx, cfg, sc, topo); err != nil {
 		return nil, err
 	}
+	r := &Runner{cfg: cfg, topo: topo, sc: sc}
+	proc, err := r.build()
+	if err != nil {
+		return nil, err
+	}
+	r.proc.Store(proc)
+	return r, nil
+}
+
+// build makes a goka processor; Run makes a new one after a transient failure.
+func (r *Runner) build() (*goka.Processor, error) {
+	cfg, sc := r.cfg, r.sc
 	build := countingBuilder(storage.DefaultBuilder(cfg.StateDir), func(_ string, p int32, n int64) { cfg.TableSize(p, n) })
-	proc, err := goka.NewProcessor(cfg.Brokers, topo.Graph(),
+	proc, err := goka.NewProcessor(cfg.Brokers, r.topo.Graph(),
 		goka.WithStorageBuilder(build),
 		goka.WithTopicManagerBuilder(ownedTopicsBuilder(sc, cfg.Logger)),
 		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(sc)),
@@ -107,26 +121,85 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, error)
 	if err != nil {
 		return nil, fmt.Errorf("build goka processor: %w", err)
 	}
-	return &Runner{cfg: cfg, topo: topo, proc: proc}, nil
+	return proc, nil
 }
 
-// Run processes until ctx is cancelled or the processor fails.
+// Backoff between goka processors after a transient failure; reset after a
+// processor that ran for restartReset.
+const (
+	firstRestartBackoff = time.Second
+	maxRestartBackoff   = 30 * time.Second
+	restartReset        = time.Minute
+)
+
+// Run processes until ctx is cancelled or the processor fails for good.
+//
+// goka ends its processor on any consumer-group error, and a group
+// coordinator's broker dying is one (EOF, connection refused): in a
+// `make chaos` run every worker of the group exited on each of the two broker
+// kills. Those errors are transient (kafkautil.Transient), so Run builds a
+// new goka processor, which reopens the tables from the state dir and rejoins
+// the group, as a restarted process would. Other errors end Run.
 func (r *Runner) Run(ctx context.Context) error {
 	r.cfg.Logger.Info("at-least-once processor starting", "group", r.topo.Group, "input", r.topo.Input,
 		"table", r.topo.TableTopic(), "stateDir", r.cfg.StateDir)
-	err := r.proc.Run(ctx)
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("goka processor: %w", err)
+	backoff := firstRestartBackoff
+	for {
+		start := time.Now()
+		err := r.proc.Load().Run(ctx)
+		if ctx.Err() != nil || err == nil {
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("goka processor: %w", err)
+			}
+			return nil
+		}
+		if !kafkautil.Transient(err) {
+			return fmt.Errorf("goka processor: %w", err)
+		}
+		if time.Since(start) >= restartReset {
+			backoff = firstRestartBackoff
+		}
+		proc, err := r.rebuild(ctx, err, &backoff)
+		if err != nil || proc == nil {
+			return err // nil: ctx ended
+		}
+		r.proc.Store(proc)
 	}
-	return nil
+}
+
+// rebuild waits and builds a new goka processor, retrying any error for up
+// to kafkautil.StartupTimeout: the config was good when New built the first
+// one, so what fails now is the cluster (goka's "cannot connect to broker"
+// carries no error type to classify). It returns nil, nil when ctx ends.
+func (r *Runner) rebuild(ctx context.Context, cause error, backoff *time.Duration) (*goka.Processor, error) {
+	deadline := time.Now().Add(kafkautil.StartupTimeout)
+	for {
+		r.cfg.Logger.Warn("goka processor stopped on a broker error; starting a new one", "err", cause, "in", *backoff)
+		t := time.NewTimer(*backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil
+		case <-t.C:
+		}
+		*backoff = min(2**backoff, maxRestartBackoff)
+		proc, err := r.build()
+		if err == nil {
+			return proc, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("goka processor failed (%w); a new one still failed after %v: %w", cause, kafkautil.StartupTimeout, err)
+		}
+		cause = err
+	}
 }
 
 // Get reads key from the local table (goka hashes it to its partition); it
 // fails when another instance holds that partition.
-func (r *Runner) Get(key string) (any, error) { return r.proc.Get(key) }
+func (r *Runner) Get(key string) (any, error) { return r.proc.Load().Get(key) }
 
 // Ready reports whether every assigned partition's table is recovered.
-func (r *Runner) Ready() bool { return r.proc.Recovered() }
+func (r *Runner) Ready() bool { return r.proc.Load().Recovered() }
 
 // slogPrinter adapts slog to goka's printf-style logger.
 type slogPrinter struct{ l *slog.Logger }

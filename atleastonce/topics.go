@@ -2,6 +2,7 @@ package atleastonce
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -57,6 +58,7 @@ const offsetTimeout = 30 * time.Second
 
 func ownedTopicsBuilder(sc *sarama.Config, log *slog.Logger) goka.TopicManagerBuilder {
 	return func(brokers []string) (goka.TopicManager, error) {
+		awaitFirstBroker(brokers, sc, log)
 		tm, err := goka.TopicManagerBuilderWithConfig(sc, goka.NewTopicManagerConfig())(brokers)
 		if err != nil {
 			return nil, err
@@ -96,4 +98,44 @@ func (t ownedTopics) await(topic string, npar int) error {
 		}
 		time.Sleep(pause)
 	}
+}
+
+// awaitFirstBroker waits, for up to offsetTimeout, until the first broker of
+// the cluster's metadata accepts a connection. goka's topic manager fails
+// when that one broker does not, with an untyped error ("cannot connect to
+// broker"), and a killed broker stays first in the metadata until the
+// controller fences it: a new goka processor built meanwhile would fail
+// (seen in `make chaos`). Checked with a client of our own, closed each time,
+// because goka's leaks its client when the check fails. After the timeout
+// goka is left to report whatever it finds.
+func awaitFirstBroker(brokers []string, sc *sarama.Config, log *slog.Logger) {
+	deadline := time.Now().Add(offsetTimeout)
+	for pause := 250 * time.Millisecond; ; pause = min(2*pause, 5*time.Second) {
+		err := firstBrokerReachable(brokers, sc)
+		if err == nil || time.Now().After(deadline) {
+			return
+		}
+		log.Warn("kafka not ready, retrying", "step", "goka topic manager", "retryIn", pause, "err", err)
+		time.Sleep(pause)
+	}
+}
+
+func firstBrokerReachable(brokers []string, sc *sarama.Config) error {
+	client, err := sarama.NewClient(brokers, sc)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	active := client.Brokers()
+	if len(active) == 0 {
+		return sarama.ErrOutOfBrokers
+	}
+	b := active[0]
+	if err := b.Open(sc); err != nil && !errors.Is(err, sarama.ErrAlreadyConnected) {
+		return err
+	}
+	if ok, err := b.Connected(); !ok {
+		return fmt.Errorf("broker %s: not connected (%v)", b.Addr(), err)
+	}
+	return nil
 }
