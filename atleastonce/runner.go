@@ -55,7 +55,18 @@ type Runner struct {
 	cfg  Config
 	topo *dedup.Topology
 	sc   *sarama.Config
-	proc atomic.Pointer[goka.Processor] // replaced by Run, read by Get and Ready
+	proc atomic.Pointer[gokaProcessor] // replaced by Run, read by Get and Ready
+	// newProc builds a processor: build, or a fake in tests.
+	newProc func() (gokaProcessor, error)
+	// firstBackoff is the first pause before a new processor (firstRestartBackoff).
+	firstBackoff time.Duration
+}
+
+// gokaProcessor is what the runner uses of a *goka.Processor.
+type gokaProcessor interface {
+	Run(ctx context.Context) error
+	Get(key string) (any, error)
+	Recovered() bool
 }
 
 // SaramaConfig is the client configuration of the at-least-once mode.
@@ -95,17 +106,18 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, error)
 	if err := prepareTopics(ctx, cfg, sc, topo); err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, topo: topo, sc: sc}
-	proc, err := r.build()
+	r := &Runner{cfg: cfg, topo: topo, sc: sc, firstBackoff: firstRestartBackoff}
+	r.newProc = r.build
+	proc, err := r.newProc()
 	if err != nil {
 		return nil, err
 	}
-	r.proc.Store(proc)
+	r.proc.Store(&proc)
 	return r, nil
 }
 
 // build makes a goka processor; Run makes a new one after a transient failure.
-func (r *Runner) build() (*goka.Processor, error) {
+func (r *Runner) build() (gokaProcessor, error) {
 	cfg, sc := r.cfg, r.sc
 	build := countingBuilder(storage.DefaultBuilder(cfg.StateDir), func(_ string, p int32, n int64) { cfg.TableSize(p, n) })
 	proc, err := goka.NewProcessor(cfg.Brokers, r.topo.Graph(),
@@ -143,10 +155,10 @@ const (
 func (r *Runner) Run(ctx context.Context) error {
 	r.cfg.Logger.Info("at-least-once processor starting", "group", r.topo.Group, "input", r.topo.Input,
 		"table", r.topo.TableTopic(), "stateDir", r.cfg.StateDir)
-	backoff := firstRestartBackoff
+	backoff := r.firstBackoff
 	for {
 		start := time.Now()
-		err := r.proc.Load().Run(ctx)
+		err := (*r.proc.Load()).Run(ctx)
 		if ctx.Err() != nil || err == nil {
 			if err != nil && !errors.Is(err, context.Canceled) {
 				return fmt.Errorf("goka processor: %w", err)
@@ -157,13 +169,13 @@ func (r *Runner) Run(ctx context.Context) error {
 			return fmt.Errorf("goka processor: %w", err)
 		}
 		if time.Since(start) >= restartReset {
-			backoff = firstRestartBackoff
+			backoff = r.firstBackoff
 		}
 		proc, err := r.rebuild(ctx, err, &backoff)
 		if err != nil || proc == nil {
 			return err // nil: ctx ended
 		}
-		r.proc.Store(proc)
+		r.proc.Store(&proc)
 	}
 }
 
@@ -171,7 +183,7 @@ func (r *Runner) Run(ctx context.Context) error {
 // to kafkautil.StartupTimeout: the config was good when New built the first
 // one, so what fails now is the cluster (goka's "cannot connect to broker"
 // carries no error type to classify). It returns nil, nil when ctx ends.
-func (r *Runner) rebuild(ctx context.Context, cause error, backoff *time.Duration) (*goka.Processor, error) {
+func (r *Runner) rebuild(ctx context.Context, cause error, backoff *time.Duration) (gokaProcessor, error) {
 	deadline := time.Now().Add(kafkautil.StartupTimeout)
 	for {
 		r.cfg.Logger.Warn("goka processor stopped on a broker error; starting a new one", "err", cause, "in", *backoff)
@@ -183,7 +195,7 @@ func (r *Runner) rebuild(ctx context.Context, cause error, backoff *time.Duratio
 		case <-t.C:
 		}
 		*backoff = min(2**backoff, maxRestartBackoff)
-		proc, err := r.build()
+		proc, err := r.newProc()
 		if err == nil {
 			return proc, nil
 		}
@@ -196,10 +208,10 @@ func (r *Runner) rebuild(ctx context.Context, cause error, backoff *time.Duratio
 
 // Get reads key from the local table (goka hashes it to its partition); it
 // fails when another instance holds that partition.
-func (r *Runner) Get(key string) (any, error) { return r.proc.Load().Get(key) }
+func (r *Runner) Get(key string) (any, error) { return (*r.proc.Load()).Get(key) }
 
 // Ready reports whether every assigned partition's table is recovered.
-func (r *Runner) Ready() bool { return r.proc.Load().Recovered() }
+func (r *Runner) Ready() bool { return (*r.proc.Load()).Recovered() }
 
 // slogPrinter adapts slog to goka's printf-style logger.
 type slogPrinter struct{ l *slog.Logger }

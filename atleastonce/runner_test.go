@@ -1,0 +1,108 @@
+package atleastonce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dedupkit/dedup"
+)
+
+// fakeProc stands in for a goka processor: Run fails with err at once, or,
+// when err is nil, runs until ctx ends.
+type fakeProc struct {
+	name    string
+	err     error
+	started chan string
+}
+
+func (f *fakeProc) Run(ctx context.Context) error {
+	f.started <- f.name
+	if f.err != nil {
+		return f.err
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+func (f *fakeProc) Get(string) (any, error) { return f.name, nil }
+func (f *fakeProc) Recovered() bool         { return f.err == nil }
+
+// goka's wrapping of a consumer-group error when the coordinator's broker dies.
+var coordinatorGone = errors.Join(errors.New("Error closing consumer group: connection refused"),
+	fmt.Errorf("error consuming from group consumer: %w", io.EOF))
+
+func TestRunnerReplacesAProcessorThatStoppedOnABrokerError(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		firstErr   error   // the first processor's Run result
+		buildErrs  []error // results of building its successors, in order; then a healthy one
+		backoff    time.Duration
+		wantRuns   []string // processors started, in order
+		wantErr    string   // Run's error ("" = ran until cancelled)
+		cancelWhen string   // cancel once this processor started ("" = never)
+	}{
+		{name: "coordinator died: a new processor takes over", firstErr: coordinatorGone, backoff: time.Millisecond,
+			wantRuns: []string{"p0", "p1"}, cancelWhen: "p1"},
+		{name: "the cluster is not back at once: building is retried", firstErr: coordinatorGone, backoff: time.Millisecond,
+			buildErrs: []error{errors.New("Error creating topic manager: cannot connect to broker")},
+			wantRuns:  []string{"p0", "p2"}, cancelWhen: "p2"},
+		{name: "not a broker error: Run ends with it", firstErr: errors.New("partition count mismatch"), backoff: time.Millisecond,
+			wantRuns: []string{"p0"}, wantErr: "partition count mismatch"},
+		{name: "stopped while waiting to rebuild", firstErr: coordinatorGone, backoff: time.Hour,
+			wantRuns: []string{"p0"}, cancelWhen: "p0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			started := make(chan string, 10)
+			builds := 0
+			r := &Runner{cfg: Config{Logger: slog.New(slog.DiscardHandler)}, topo: &dedup.Topology{Group: "g", Input: "in"},
+				firstBackoff: tc.backoff}
+			r.newProc = func() (gokaProcessor, error) {
+				builds++
+				if builds <= len(tc.buildErrs) {
+					return nil, tc.buildErrs[builds-1]
+				}
+				return &fakeProc{name: fmt.Sprintf("p%d", builds), started: started}, nil
+			}
+			var first gokaProcessor = &fakeProc{name: "p0", err: tc.firstErr, started: started}
+			r.proc.Store(&first)
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
+			var runs []string
+			var err error
+		wait:
+			for {
+				select {
+				case name := <-started:
+					runs = append(runs, name)
+					if name == tc.cancelWhen {
+						if name != "p0" && !r.Ready() {
+							t.Errorf("Ready() false after %s took over", name)
+						}
+						cancel()
+					}
+				case err = <-done:
+					break wait
+				case <-time.After(10 * time.Second):
+					t.Fatalf("Run still running after 10s; processors started: %v", runs)
+				}
+			}
+			if strings.Join(runs, ",") != strings.Join(tc.wantRuns, ",") {
+				t.Errorf("processors started %v, want %v", runs, tc.wantRuns)
+			}
+			if tc.wantErr == "" && err != nil {
+				t.Errorf("Run: %v, want nil", err)
+			}
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("Run: %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
