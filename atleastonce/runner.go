@@ -158,14 +158,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	backoff := r.firstBackoff
 	for {
 		start := time.Now()
-		err := (*r.proc.Load()).Run(ctx)
-		if ctx.Err() != nil || err == nil {
-			if err != nil && !errors.Is(err, context.Canceled) {
-				return fmt.Errorf("goka processor: %w", err)
-			}
+		err := r.current().Run(ctx)
+		switch {
+		case err == nil || (ctx.Err() != nil && errors.Is(err, context.Canceled)):
 			return nil
-		}
-		if !kafkautil.Transient(err) {
+		case ctx.Err() != nil || !kafkautil.Transient(err):
 			return fmt.Errorf("goka processor: %w", err)
 		}
 		if time.Since(start) >= restartReset {
@@ -208,10 +205,12 @@ func (r *Runner) rebuild(ctx context.Context, cause error, backoff *time.Duratio
 
 // Get reads key from the local table (goka hashes it to its partition); it
 // fails when another instance holds that partition.
-func (r *Runner) Get(key string) (any, error) { return (*r.proc.Load()).Get(key) }
+func (r *Runner) Get(key string) (any, error) { return r.current().Get(key) }
 
 // Ready reports whether every assigned partition's table is recovered.
-func (r *Runner) Ready() bool { return (*r.proc.Load()).Recovered() }
+func (r *Runner) Ready() bool { return r.current().Recovered() }
+
+func (r *Runner) current() gokaProcessor { return *r.proc.Load() }
 
 // slogPrinter adapts slog to goka's printf-style logger.
 type slogPrinter struct{ l *slog.Logger }

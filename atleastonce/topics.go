@@ -42,7 +42,7 @@ const topicVisibleTimeout = 30 * time.Second
 // checks its partition count (copartitioning), which goka checked too.
 //
 // GetOffset, which goka's partition setup calls for the table, retries
-// transient errors for up to offsetTimeout: sarama retries once, and while a
+// transient errors for up to brokerMoveTimeout: sarama retries once, and while a
 // killed broker's partitions wait for a new leader, the answer is "not the
 // leader" for several seconds; goka would fail the whole processor on it.
 type ownedTopics struct {
@@ -52,9 +52,10 @@ type ownedTopics struct {
 	log           *slog.Logger
 }
 
-// offsetTimeout covers a broker's fencing (broker.session.timeout.ms, 9 s
-// by default) and the leader election after it.
-const offsetTimeout = 30 * time.Second
+// brokerMoveTimeout bounds the waits for a killed broker to be fenced
+// (broker.session.timeout.ms, 9 s by default) and its partitions' leaders
+// elected: the table offset reads and awaitFirstBroker.
+const brokerMoveTimeout = 30 * time.Second
 
 func ownedTopicsBuilder(sc *sarama.Config, log *slog.Logger) goka.TopicManagerBuilder {
 	return func(brokers []string) (goka.TopicManager, error) {
@@ -63,7 +64,7 @@ func ownedTopicsBuilder(sc *sarama.Config, log *slog.Logger) goka.TopicManagerBu
 		if err != nil {
 			return nil, err
 		}
-		return ownedTopics{TopicManager: tm, timeout: topicVisibleTimeout, offsetTimeout: offsetTimeout, log: log}, nil
+		return ownedTopics{TopicManager: tm, timeout: topicVisibleTimeout, offsetTimeout: brokerMoveTimeout, log: log}, nil
 	}
 }
 
@@ -100,7 +101,7 @@ func (t ownedTopics) await(topic string, npar int) error {
 	}
 }
 
-// awaitFirstBroker waits, for up to offsetTimeout, until the first broker of
+// awaitFirstBroker waits, for up to brokerMoveTimeout, until the first broker of
 // the cluster's metadata accepts a connection. goka's topic manager fails
 // when that one broker does not, with an untyped error ("cannot connect to
 // broker"), and a killed broker stays first in the metadata until the
@@ -109,7 +110,7 @@ func (t ownedTopics) await(topic string, npar int) error {
 // because goka's leaks its client when the check fails. After the timeout
 // goka is left to report whatever it finds.
 func awaitFirstBroker(brokers []string, sc *sarama.Config, log *slog.Logger) {
-	deadline := time.Now().Add(offsetTimeout)
+	deadline := time.Now().Add(brokerMoveTimeout)
 	for pause := 250 * time.Millisecond; ; pause = min(2*pause, 5*time.Second) {
 		err := firstBrokerReachable(brokers, sc)
 		if err == nil || time.Now().After(deadline) {
