@@ -178,6 +178,11 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 			if !ok {
 				return nil
 			}
+			select { // the non-blocking send first: no locking of both channels
+			case m.in <- msg:
+				continue
+			default:
+			}
 			select {
 			case m.in <- msg:
 			case <-sess.Context().Done():
@@ -230,16 +235,18 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 		}
 		select {
 		case msg := <-m.in:
-			if m.failed {
-				continue
-			}
-			m.process(sess, msg)
-			switch {
-			case m.failed:
-			case m.txn.err != nil:
-				m.abort(m.txn.err)
-			case m.txn.sent >= m.cfg.MaxBatch:
-				m.commit(sess)
+			m.handle(sess, msg)
+			// Take what is already queued without the full select, which
+			// locks every channel it waits on; bounded, so acknowledgements
+			// and the commit tick still come in between.
+			for range drainMax {
+				select {
+				case msg = <-m.in:
+					m.handle(sess, msg)
+					continue
+				default:
+				}
+				break
 			}
 		case s := <-acks:
 			m.acked(s)
@@ -258,6 +265,25 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 			m.commit(sess)
 			return
 		}
+	}
+}
+
+// drainMax is how many queued messages the loop takes in a row.
+const drainMax = 64
+
+// handle processes one message and ends the transaction when it failed or
+// is full.
+func (m *member) handle(sess sarama.ConsumerGroupSession, msg *sarama.ConsumerMessage) {
+	if m.failed {
+		return
+	}
+	m.process(sess, msg)
+	switch {
+	case m.failed:
+	case m.txn.err != nil:
+		m.abort(m.txn.err)
+	case m.txn.sent >= m.cfg.MaxBatch:
+		m.commit(sess)
 	}
 }
 

@@ -66,6 +66,9 @@ func (m *member) restore(ctx context.Context, p int32, s *store) (int64, error) 
 			return 0, err
 		}
 	}
+	if err := s.reserveKeys(total); err != nil {
+		return 0, err
+	}
 	start := time.Now()
 	m.log.Info("restoring table partition", "partition", p, "from", from, "to", logEnd, "records", total)
 	var n, chunk, chunkBytes int64

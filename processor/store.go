@@ -45,6 +45,10 @@ type store struct {
 	// the entry count: a first-seen key is looked up once, not twice.
 	base    map[string][]byte
 	entries int64 // records in LevelDB
+	// keys answers "absent" for most first-seen keys without LevelDB
+	// (keyfilter.go); rebuild, when not nil, is making a bigger one.
+	keys    *keyFilter
+	rebuild *filterBuild
 }
 
 // storeOptions are the LevelDB options of a partition store. A bloom filter,
@@ -93,6 +97,12 @@ func (s *store) open(writeBuffer int) error {
 		db.Close()
 		return err
 	}
+	if s.keys == nil { // a reopen keeps the filter: same data
+		if s.keys, err = buildKeyFilter(db, filterCapacity(s.entries), nil); err != nil {
+			db.Close()
+			return fmt.Errorf("table store %s: %w", s.path, err)
+		}
+	}
 	return nil
 }
 
@@ -103,6 +113,7 @@ func (s *store) reopen(writeBuffer int) error {
 	if s.writeBuffer == writeBuffer {
 		return nil
 	}
+	s.stopRebuild()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close table store %s: %w", s.path, err)
 	}
@@ -162,6 +173,10 @@ func (s *store) Get(key string) ([]byte, error) {
 	if v, ok := s.base[key]; ok {
 		return v, nil
 	}
+	if !s.keys.mayContain(key) {
+		s.base[key] = nil
+		return nil, nil
+	}
 	v, err := s.db.Get(dataKey(key), nil)
 	if errors.Is(err, leveldb.ErrNotFound) {
 		v, err = nil, nil
@@ -189,7 +204,7 @@ func (s *store) Apply(changelogNext int64) error {
 		dk := dataKey(k)
 		old, known := s.base[k]
 		had := known && old != nil
-		if !known {
+		if !known && s.keys.mayContain(k) {
 			var err error
 			old, err = s.db.Get(dk, nil)
 			had = err == nil
@@ -208,6 +223,7 @@ func (s *store) Apply(changelogNext int64) error {
 			delta--
 		case v != nil:
 			b.Put(dk, v)
+			s.addKey(k)
 			if exp := s.expiry(v); exp > 0 {
 				b.Put(expiryKey(exp, k), nil)
 			}
@@ -226,11 +242,13 @@ func (s *store) Apply(changelogNext int64) error {
 	s.entries += delta
 	clear(s.overlay)
 	clear(s.base)
+	s.maintainKeys()
 	return nil
 }
 
 // Wipe deletes every record, for a restore from the start.
 func (s *store) Wipe() error {
+	s.stopRebuild()
 	if err := s.db.Close(); err != nil {
 		return err
 	}
@@ -239,7 +257,11 @@ func (s *store) Wipe() error {
 	}
 	clear(s.overlay)
 	clear(s.base)
+	s.keys = nil // open builds an empty one
 	return s.open(s.writeBuffer)
 }
 
-func (s *store) Close() error { return s.db.Close() }
+func (s *store) Close() error {
+	s.stopRebuild()
+	return s.db.Close()
+}
