@@ -1,7 +1,8 @@
 // Package contenders holds the benchmark's contenders: the same job (read the
 // input, drop duplicate events, write each event once to the output) done by
-// a raw pipe with no state (the ceiling), by this project's worker in its two
-// runtimes, and by the two patterns it replaces, Redis SET NX and a
+// a raw pipe with no state (the ceiling), by the same pipe in Kafka
+// transactions (the ceiling for exactly-once), by this project's worker in
+// its two runtimes, and by the two patterns it replaces, Redis SET NX and a
 // processed_messages table in PostgreSQL. Each one runs in its own process
 // (see Main) so the harness can read its CPU time and peak RSS from /proc.
 package contenders
@@ -21,6 +22,7 @@ type Kind string
 
 const (
 	Raw      Kind = "raw"      // sarama consumer group -> async producer, no state
+	TxnPipe  Kind = "txn"      // the same, exactly-once by Kafka transactions, no state
 	Exactly  Kind = "eos"      // this worker, processor.New (exactly-once)
 	AtLeast  Kind = "alo"      // this worker, atleastonce.New (goka)
 	Redis    Kind = "redis"    // SET key NX EX ttl before the handler
@@ -28,7 +30,7 @@ const (
 )
 
 // Kinds lists every kind.
-var Kinds = []Kind{Raw, Exactly, AtLeast, Redis, Postgres}
+var Kinds = []Kind{Raw, TxnPipe, Exactly, AtLeast, Redis, Postgres}
 
 // Config is one contender process's job.
 type Config struct {
@@ -102,6 +104,8 @@ func Run(ctx context.Context, cfg Config, ready func()) error {
 		return runWorker(ctx, cfg, ready)
 	case Raw:
 		return runPipe(ctx, cfg, passThrough{}, ready)
+	case TxnPipe:
+		return runTxnPipe(ctx, cfg, ready)
 	case Redis:
 		st, err := newRedisStage(ctx, cfg)
 		if err != nil {

@@ -108,6 +108,10 @@ func (c *Config) recordsFor(ct Contender) int {
 func Contenders() []Contender {
 	return []Contender{
 		{Name: "raw-pipe", Label: "raw pipe (no state)", Kind: contenders.Raw, CommitInterval: time.Second, ByRecord: true},
+		// The raw pipe in Kafka transactions, no dedup: what exactly-once
+		// costs before any table (outputs counted per record, like the raw pipe).
+		{Name: "txn-pipe", Label: "transactional pipe (no state), 100 ms", Kind: contenders.TxnPipe,
+			CommitInterval: 100 * time.Millisecond, ByRecord: true},
 		{Name: "exactly-once-100ms", Label: "this worker, exactly-once, 100 ms", Kind: contenders.Exactly, CommitInterval: 100 * time.Millisecond},
 		{Name: "exactly-once-1s", Label: "this worker, exactly-once, 1 s", Kind: contenders.Exactly, CommitInterval: time.Second},
 		{Name: "at-least-once-goka", Label: "this worker, at-least-once (goka)", Kind: contenders.AtLeast, CommitInterval: 100 * time.Millisecond},
@@ -122,6 +126,17 @@ func Contenders() []Contender {
 		{Name: "exactly-once-100ms-norekey-2t", Label: "this worker, exactly-once, 100 ms, --rekey=never --threads 2",
 			Kind: contenders.Exactly, CommitInterval: 100 * time.Millisecond, Rekey: "never", Threads: 2},
 	}
+}
+
+// contenderNamed is the contender of Contenders() with that name; it
+// panics on a name that is not there (a programming error).
+func contenderNamed(name string) Contender {
+	for _, ct := range Contenders() {
+		if ct.Name == name {
+			return ct
+		}
+	}
+	panic("no contender " + name)
 }
 
 func (c *Config) setDefaults() {

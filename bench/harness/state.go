@@ -169,7 +169,7 @@ func (h *harness) profileRun(ctx context.Context, rep *Report) string {
 	if err != nil {
 		return err.Error()
 	}
-	ct := Contenders()[1]
+	ct := contenderNamed("exactly-once-100ms")
 	profile := filepath.Join(h.cfg.WorkDir, "exactly-once.cpu.pprof")
 	r := h.throughputRunWith(ctx, ct, 0, input, ends, plan, []string{"-cpuprofile", profile})
 	h.cfg.logf("profiled run: %.0f events/s (profile %s) %s", r.Throughput, profile, r.Err)

@@ -1,0 +1,171 @@
+package contenders
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// The transactional pipe is the raw pipe made exactly-once by Kafka
+// transactions alone: read_committed input, records written by a
+// transactional producer, the input offsets committed in the same
+// transaction every commit interval. It keeps no state, so the input's
+// duplicates pass through (counted per record, like the raw pipe). It is the
+// ceiling for exactly-once processing with sarama on this machine: what the
+// worker costs beyond it is the dedup table's (the lookup, the changelog
+// record, LevelDB), what it costs beyond the raw pipe is the transactions'.
+// It is built like the worker's member: one goroutine owns the producer and
+// the offsets, and commits between messages.
+type txnPipe struct {
+	cfg   Config
+	prod  sarama.AsyncProducer
+	ready func()
+	once  sync.Once
+	fail  func(error)
+
+	in   chan *sarama.ConsumerMessage
+	stop chan struct{}
+	done chan struct{}
+}
+
+func txnPipeConfig(cfg Config) (consumer, producer *sarama.Config) {
+	consumer = pipeConsumerConfig(cfg)
+	consumer.Consumer.Offsets.AutoCommit.Enable = false
+	producer = pipeProducerConfig(cfg)
+	producer.Producer.Idempotent = true
+	producer.Producer.Transaction.ID = "bench-" + cfg.Group
+	producer.Producer.Return.Successes = false // CommitTxn waits for every record
+	producer.Producer.Flush.Messages = 1000    // as the worker's producer
+	producer.Producer.Flush.Frequency = 5 * time.Millisecond
+	producer.Net.MaxOpenRequests = 1
+	return consumer, producer
+}
+
+func runTxnPipe(ctx context.Context, cfg Config, ready func()) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	consumerCfg, producerCfg := txnPipeConfig(cfg)
+	prod, err := sarama.NewAsyncProducer(cfg.Brokers, producerCfg)
+	if err != nil {
+		return fmt.Errorf("transactional producer: %w", err)
+	}
+	group, err := sarama.NewConsumerGroup(cfg.Brokers, cfg.Group, consumerCfg)
+	if err != nil {
+		prod.Close()
+		return fmt.Errorf("consumer group: %w", err)
+	}
+	p := &txnPipe{cfg: cfg, prod: prod, ready: ready, fail: cancel}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for e := range prod.Errors() {
+			cancel(fmt.Errorf("produce to %s: %w", e.Msg.Topic, e.Err))
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for e := range group.Errors() {
+			cfg.Logger.Warn("consumer group", "err", e)
+		}
+	}()
+	for ctx.Err() == nil {
+		if err := group.Consume(ctx, []string{cfg.Input}, p); err != nil && ctx.Err() == nil {
+			cfg.Logger.Warn("group session failed, rejoining", "err", err)
+			time.Sleep(time.Second)
+		}
+	}
+	errs := []error{group.Close(), prod.Close()}
+	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		errs = append(errs, cause)
+	}
+	return errors.Join(errs...)
+}
+
+func (p *txnPipe) Setup(sess sarama.ConsumerGroupSession) error {
+	p.in, p.stop, p.done = make(chan *sarama.ConsumerMessage, 256), make(chan struct{}), make(chan struct{})
+	go p.loop(sess)
+	p.once.Do(p.ready)
+	return nil
+}
+
+// Cleanup commits what the loop holds and stops it.
+func (p *txnPipe) Cleanup(sarama.ConsumerGroupSession) error {
+	close(p.stop)
+	<-p.done
+	return nil
+}
+
+func (p *txnPipe) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	for msg := range claim.Messages() {
+		select {
+		case p.in <- msg:
+		case <-sess.Context().Done():
+			return nil
+		}
+	}
+	return nil
+}
+
+func (p *txnPipe) loop(sess sarama.ConsumerGroupSession) {
+	defer close(p.done)
+	tick := time.NewTicker(p.cfg.CommitInterval)
+	defer tick.Stop()
+	offsets := map[int32]int64{}
+	inTxn := false
+	for {
+		select {
+		case msg := <-p.in:
+			if !inTxn {
+				if err := p.prod.BeginTxn(); err != nil {
+					p.fail(fmt.Errorf("begin transaction: %w", err))
+					return
+				}
+				inTxn = true
+			}
+			out := &sarama.ProducerMessage{Topic: p.cfg.Output, Key: sarama.ByteEncoder(msg.Key), Value: sarama.ByteEncoder(msg.Value)}
+			for _, h := range msg.Headers {
+				out.Headers = append(out.Headers, sarama.RecordHeader{Key: h.Key, Value: h.Value})
+			}
+			p.prod.Input() <- out
+			offsets[msg.Partition] = msg.Offset + 1
+		case <-tick.C:
+			if inTxn && !p.commit(sess, offsets) {
+				return
+			}
+			inTxn = false
+		case <-p.stop:
+			if inTxn {
+				p.commit(sess, offsets)
+			}
+			return
+		}
+	}
+}
+
+// commit adds the input offsets to the transaction and commits it; false
+// (after failing the contender) when either is refused.
+func (p *txnPipe) commit(sess sarama.ConsumerGroupSession, offsets map[int32]int64) bool {
+	var parts []*sarama.PartitionOffsetMetadata
+	for part, off := range offsets {
+		parts = append(parts, &sarama.PartitionOffsetMetadata{Partition: part, Offset: off})
+	}
+	clear(offsets)
+	if len(parts) > 0 {
+		meta := sarama.NewConsumerGroupMetadataFromSession(sess, p.cfg.Group, nil)
+		if err := p.prod.AddOffsetsToTxnWithGroupMetadata(map[string][]*sarama.PartitionOffsetMetadata{p.cfg.Input: parts}, meta); err != nil {
+			p.fail(fmt.Errorf("add offsets to transaction: %w", err))
+			return false
+		}
+	}
+	if err := p.prod.CommitTxn(); err != nil {
+		p.fail(fmt.Errorf("commit transaction: %w", err))
+		return false
+	}
+	return true
+}
