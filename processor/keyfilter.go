@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"math/bits"
@@ -111,7 +112,7 @@ func buildKeyFilter(r leveldb.Reader, capacity int, stop <-chan struct{}) (*keyF
 	return f, nil
 }
 
-var errFilterStopped = fmt.Errorf("key filter build stopped")
+var errFilterStopped = errors.New("key filter build stopped")
 
 // filterBuild is a rebuild running on a snapshot, off the processing loop.
 // Keys the store applies meanwhile are not in the snapshot: they are kept in
@@ -136,8 +137,8 @@ func startFilterBuild(db *leveldb.DB, capacity int) (*filterBuild, error) {
 	}
 	b := &filterBuild{stop: make(chan struct{}), done: make(chan filterResult, 1)}
 	go func() {
-		defer snap.Release()
 		f, err := buildKeyFilter(snap, capacity, b.stop)
+		snap.Release() // before done: the owner may close the DB next
 		b.done <- filterResult{f, err}
 	}()
 	return b, nil
