@@ -56,3 +56,33 @@ func TestHandler(t *testing.T) {
 		t.Errorf("/readyz when ready = %d", code)
 	}
 }
+
+// The runtime's hooks land in the exposition under their documented names.
+func TestRuntimeMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r := NewRuntime(reg, New(reg, "g1"), "g1")
+	r.TxnCommitted(5*time.Millisecond, 7)
+	r.RestoreProgress(2, 100, 50)
+	r.KeyFilterBytes(3, 2048)
+	r.Swept(3, 4)
+	srv := httptest.NewServer(Handler(reg, func() bool { return true }))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`dedup_transactions_committed_total{group="g1"} 1`,
+		`dedup_transaction_records_total{group="g1"} 7`,
+		`dedup_restore_records_total{group="g1"} 100`,
+		`dedup_restore_remaining_records{group="g1",partition="2"} 50`,
+		`dedup_table_filter_bytes{group="g1",partition="3"} 2048`,
+		`dedup_cleanup_deleted_total{group="g1"} 4`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}

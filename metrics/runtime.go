@@ -20,6 +20,7 @@ type Runtime struct {
 	restored        prometheus.Counter
 	swept           prometheus.Counter
 	restoreRemainig *prometheus.GaugeVec
+	filterBytes     *prometheus.GaugeVec
 }
 
 // NewRuntime registers the runtime metrics next to m's on reg.
@@ -43,8 +44,11 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		restoreRemainig: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dedup", Name: "restore_remaining_records",
 			Help: "Changelog records left to restore, by partition.", ConstLabels: labels}, []string{"partition"}),
+		filterBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dedup", Name: "table_filter_bytes",
+			Help: "Memory of the in-memory filter of a partition's table keys, by partition.", ConstLabels: labels}, []string{"partition"}),
 	}
-	reg.MustRegister(r.swept, r.committed, r.txnRecords, r.fencings, r.rebalances, r.restored, r.aborted, r.commitSeconds, r.restoreRemainig)
+	reg.MustRegister(r.swept, r.committed, r.txnRecords, r.fencings, r.rebalances, r.restored, r.aborted, r.commitSeconds,
+		r.restoreRemainig, r.filterBytes)
 	return r
 }
 
@@ -57,6 +61,9 @@ func (r *Runtime) Swept(_ int32, deleted int) { r.swept.Add(float64(deleted)) }
 func (r *Runtime) TxnAborted(reason string)   { r.aborted.WithLabelValues(reason).Inc() }
 func (r *Runtime) Fenced()                    { r.fencings.Inc() }
 func (r *Runtime) Rebalanced()                { r.rebalances.Inc() }
+func (r *Runtime) KeyFilterBytes(partition int32, bytes int) {
+	r.filterBytes.WithLabelValues(strconv.Itoa(int(partition))).Set(float64(bytes))
+}
 func (r *Runtime) RestoreProgress(partition int32, restored, remaining int64) {
 	r.restored.Add(float64(restored))
 	r.restoreRemainig.WithLabelValues(strconv.Itoa(int(partition))).Set(float64(remaining))

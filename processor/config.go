@@ -120,6 +120,9 @@ type Hooks interface {
 	Rebalanced()
 	RestoreProgress(partition int32, restored, remaining int64)
 	TableSize(partition int32, entries int64)
+	// KeyFilterBytes is the memory of a partition's key filter
+	// (keyfilter.go), told with its TableSize.
+	KeyFilterBytes(partition int32, bytes int)
 	Swept(partition int32, deleted int)
 }
 
@@ -132,4 +135,5 @@ func (NopHooks) Fenced()                             {}
 func (NopHooks) Rebalanced()                         {}
 func (NopHooks) RestoreProgress(int32, int64, int64) {}
 func (NopHooks) TableSize(int32, int64)              {}
+func (NopHooks) KeyFilterBytes(int32, int)           {}
 func (NopHooks) Swept(int32, int)                    {}

@@ -82,6 +82,14 @@ func (f *keyFilter) mayContain(key string) bool {
 	return true
 }
 
+// size is the filter's memory in bytes (0 for none).
+func (f *keyFilter) size() int {
+	if f == nil {
+		return 0
+	}
+	return 8 * len(f.bits)
+}
+
 // full reports whether more keys were added than the filter was sized for.
 func (f *keyFilter) full() bool { return f == nil || f.added > f.capacity }
 

@@ -59,6 +59,7 @@ func (m *member) restore(ctx context.Context, p int32, s *store) (int64, error) 
 	if total <= 0 {
 		m.hooks.RestoreProgress(p, 0, 0)
 		m.hooks.TableSize(p, s.entries)
+		m.hooks.KeyFilterBytes(p, s.keys.size())
 		return 0, nil
 	}
 	if total > restoreChunk {
@@ -101,6 +102,7 @@ func (m *member) restore(ctx context.Context, p int32, s *store) (int64, error) 
 	}
 	m.hooks.RestoreProgress(p, chunk, 0)
 	m.hooks.TableSize(p, s.entries)
+	m.hooks.KeyFilterBytes(p, s.keys.size())
 	d := time.Since(start)
 	m.log.Info("restored table partition", "partition", p, "records", n, "entries", s.entries,
 		"took", d.Round(time.Millisecond), "perSecond", int(float64(n)/max(d.Seconds(), 1e-9)))

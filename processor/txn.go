@@ -135,6 +135,7 @@ func (m *member) commit(sess sarama.ConsumerGroupSession) {
 			return
 		}
 		m.hooks.TableSize(p, s.entries)
+		m.hooks.KeyFilterBytes(p, s.keys.size())
 	}
 	m.hooks.TxnCommitted(time.Since(start), m.txn.sent)
 	m.txn = newTxnState()
