@@ -80,9 +80,17 @@ func runPipe(ctx context.Context, cfg Config, st stage, ready func()) error {
 		return fmt.Errorf("consumer group: %w", err)
 	}
 	p := &pipe{cfg: cfg, st: st, prod: prod, ready: ready, fail: cancel}
+	return serve(ctx, cancel, cfg, group, prod, p, p.drainSuccesses)
+}
+
+// serve runs handler's sessions of group until ctx ends, then closes the
+// group and the producer. A produce error ends the run (cancel) and is
+// returned; drainSuccesses reads prod's Successes until it is closed.
+func serve(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, group sarama.ConsumerGroup,
+	prod sarama.AsyncProducer, handler sarama.ConsumerGroupHandler, drainSuccesses func()) error {
 	var wg sync.WaitGroup
 	wg.Add(3)
-	go func() { defer wg.Done(); p.drainSuccesses() }()
+	go func() { defer wg.Done(); drainSuccesses() }()
 	go func() {
 		defer wg.Done()
 		for e := range prod.Errors() {
@@ -96,13 +104,12 @@ func runPipe(ctx context.Context, cfg Config, st stage, ready func()) error {
 		}
 	}()
 	for ctx.Err() == nil {
-		if err := group.Consume(ctx, []string{cfg.Input}, p); err != nil && ctx.Err() == nil {
+		if err := group.Consume(ctx, []string{cfg.Input}, handler); err != nil && ctx.Err() == nil {
 			cfg.Logger.Warn("group session failed, rejoining", "err", err)
 			time.Sleep(time.Second)
 		}
 	}
-	errs := []error{group.Close()}
-	errs = append(errs, prod.Close())
+	errs := []error{group.Close(), prod.Close()}
 	wg.Wait()
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		errs = append(errs, cause)

@@ -2,7 +2,6 @@ package contenders
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -59,32 +58,10 @@ func runTxnPipe(ctx context.Context, cfg Config, ready func()) error {
 		return fmt.Errorf("consumer group: %w", err)
 	}
 	p := &txnPipe{cfg: cfg, prod: prod, ready: ready, fail: cancel}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for e := range prod.Errors() {
-			cancel(fmt.Errorf("produce to %s: %w", e.Msg.Topic, e.Err))
+	return serve(ctx, cancel, cfg, group, prod, p, func() {
+		for range prod.Successes() { // not enabled: closed by prod.Close
 		}
-	}()
-	go func() {
-		defer wg.Done()
-		for e := range group.Errors() {
-			cfg.Logger.Warn("consumer group", "err", e)
-		}
-	}()
-	for ctx.Err() == nil {
-		if err := group.Consume(ctx, []string{cfg.Input}, p); err != nil && ctx.Err() == nil {
-			cfg.Logger.Warn("group session failed, rejoining", "err", err)
-			time.Sleep(time.Second)
-		}
-	}
-	errs := []error{group.Close(), prod.Close()}
-	wg.Wait()
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		errs = append(errs, cause)
-	}
-	return errors.Join(errs...)
+	})
 }
 
 func (p *txnPipe) Setup(sess sarama.ConsumerGroupSession) error {
