@@ -31,7 +31,8 @@ type expiryFunc func(value []byte) int64
 // overlay first. Apply writes the overlay and the changelog offset reached in
 // one LevelDB batch after the Kafka transaction committed; Drop forgets it
 // after an abort. So LevelDB never holds uncommitted data, and its stored
-// changelog offset always matches its contents.
+// changelog offset always matches its contents. A key LevelDB cannot hold
+// (keys says so) is answered without reading it.
 type store struct {
 	path   string
 	expiry expiryFunc
