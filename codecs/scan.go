@@ -168,6 +168,14 @@ func (s *scanner) string() (escaped bool, err error) {
 	}
 	s.i++
 	for s.i < len(s.data) {
+		// Most bytes of a string stand for themselves: skip them in a
+		// tight loop before looking at the one that does not.
+		for s.i < len(s.data) && plainStringByte[s.data[s.i]] {
+			s.i++
+		}
+		if s.i == len(s.data) {
+			break
+		}
 		c := s.data[s.i]
 		switch {
 		case c == '"':
@@ -198,6 +206,15 @@ func (s *scanner) string() (escaped bool, err error) {
 	}
 	return false, errSyntax
 }
+
+// plainStringByte marks the bytes a JSON string holds as they are: not a
+// quote, not a backslash, not a control character. Read-only.
+var plainStringByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
