@@ -236,18 +236,7 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 		select {
 		case msg := <-m.in:
 			m.handle(sess, msg)
-			// Take what is already queued without the full select, which
-			// locks every channel it waits on; bounded, so acknowledgements
-			// and the commit tick still come in between.
-			for range drainMax {
-				select {
-				case msg = <-m.in:
-					m.handle(sess, msg)
-					continue
-				default:
-				}
-				break
-			}
+			m.handleQueued(sess)
 		case s := <-acks:
 			m.acked(s)
 		case e := <-nacks:
@@ -270,6 +259,21 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 
 // drainMax is how many queued messages the loop takes in a row.
 const drainMax = 64
+
+// handleQueued handles up to drainMax messages already queued, with
+// non-blocking receives instead of the loop's full select, which locks every
+// channel it waits on. Bounded, so acknowledgements and the commit tick still
+// come in between.
+func (m *member) handleQueued(sess sarama.ConsumerGroupSession) {
+	for range drainMax {
+		select {
+		case msg := <-m.in:
+			m.handle(sess, msg)
+		default:
+			return
+		}
+	}
+}
 
 // handle processes one message and ends the transaction when it failed or
 // is full.
