@@ -107,18 +107,13 @@ func (t ownedTopics) await(topic string, npar int) error {
 // broker"), and a killed broker stays first in the metadata until the
 // controller fences it: a new goka processor built meanwhile would fail
 // (seen in `make chaos`). Checked with a client of our own, closed each time,
-// because goka's leaks its client when the check fails. After the timeout
-// goka is left to report whatever it finds.
+// because goka's leaks its client when the check fails. After the timeout,
+// or at once after an error that is not transient (kafkautil.Retry's rules
+// and backoff), goka is left to report whatever it finds.
 func awaitFirstBroker(brokers []string, sc *sarama.Config, log *slog.Logger) {
-	deadline := time.Now().Add(brokerMoveTimeout)
-	for pause := 250 * time.Millisecond; ; pause = min(2*pause, 5*time.Second) {
-		err := firstBrokerReachable(brokers, sc)
-		if err == nil || time.Now().After(deadline) {
-			return
-		}
-		log.Warn("kafka not ready, retrying", "step", "goka topic manager", "retryIn", pause, "err", err)
-		time.Sleep(pause)
-	}
+	_ = kafkautil.Retry(context.Background(), log, "goka topic manager", brokerMoveTimeout, func() error {
+		return firstBrokerReachable(brokers, sc)
+	})
 }
 
 func firstBrokerReachable(brokers []string, sc *sarama.Config) error {
@@ -136,7 +131,10 @@ func firstBrokerReachable(brokers []string, sc *sarama.Config) error {
 		return err
 	}
 	if ok, err := b.Connected(); !ok {
-		return fmt.Errorf("broker %s: not connected (%v)", b.Addr(), err)
+		if err == nil {
+			err = sarama.ErrNotConnected
+		}
+		return fmt.Errorf("broker %s: %w", b.Addr(), err) // both kinds are transient
 	}
 	return nil
 }

@@ -20,6 +20,12 @@ const (
 	restoreChunkBytes = restoreWriteBuffer / 4
 )
 
+// reportTable tells the hooks a partition's table size and key filter memory.
+func (m *member) reportTable(p int32, s *store) {
+	m.hooks.TableSize(p, s.entries)
+	m.hooks.KeyFilterBytes(p, s.keys.size())
+}
+
 // restore brings a partition's store up to the changelog's last stable
 // offset, reading read_committed from the offset the store recorded. A stored
 // offset outside the log (below its start after deletion, or above its end
@@ -58,8 +64,7 @@ func (m *member) restore(ctx context.Context, p int32, s *store) (int64, error) 
 	total := logEnd - from
 	if total <= 0 {
 		m.hooks.RestoreProgress(p, 0, 0)
-		m.hooks.TableSize(p, s.entries)
-		m.hooks.KeyFilterBytes(p, s.keys.size())
+		m.reportTable(p, s)
 		return 0, nil
 	}
 	if total > restoreChunk {
@@ -101,8 +106,7 @@ func (m *member) restore(ctx context.Context, p int32, s *store) (int64, error) 
 		return n, err
 	}
 	m.hooks.RestoreProgress(p, chunk, 0)
-	m.hooks.TableSize(p, s.entries)
-	m.hooks.KeyFilterBytes(p, s.keys.size())
+	m.reportTable(p, s)
 	d := time.Since(start)
 	m.log.Info("restored table partition", "partition", p, "records", n, "entries", s.entries,
 		"took", d.Round(time.Millisecond), "perSecond", int(float64(n)/max(d.Seconds(), 1e-9)))

@@ -134,8 +134,7 @@ func (m *member) commit(sess sarama.ConsumerGroupSession) {
 			m.cancelSession()
 			return
 		}
-		m.hooks.TableSize(p, s.entries)
-		m.hooks.KeyFilterBytes(p, s.keys.size())
+		m.reportTable(p, s)
 	}
 	m.hooks.TxnCommitted(time.Since(start), m.txn.sent)
 	m.txn = newTxnState()
