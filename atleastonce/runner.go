@@ -33,6 +33,9 @@ type Config struct {
 	Logger         *slog.Logger
 	// TableSize, when set, is told each partition's number of seen records.
 	TableSize func(partition int32, n int64)
+	// TableClosed, when set, is told that goka closed a partition's table
+	// (revoked, or the processor stopping): its size is no longer ours.
+	TableClosed func(partition int32)
 }
 
 // Validate reports a config that cannot run.
@@ -102,6 +105,9 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, error)
 	if cfg.TableSize == nil {
 		cfg.TableSize = func(int32, int64) {}
 	}
+	if cfg.TableClosed == nil {
+		cfg.TableClosed = func(int32) {}
+	}
 	sc := SaramaConfig(cfg)
 	if err := prepareTopics(ctx, cfg, sc, topo); err != nil {
 		return nil, err
@@ -119,7 +125,9 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, error)
 // build makes a goka processor; Run makes a new one after a transient failure.
 func (r *Runner) build() (gokaProcessor, error) {
 	cfg, sc := r.cfg, r.sc
-	build := countingBuilder(storage.DefaultBuilder(cfg.StateDir), func(_ string, p int32, n int64) { cfg.TableSize(p, n) })
+	build := countingBuilder(storage.DefaultBuilder(cfg.StateDir),
+		func(_ string, p int32, n int64) { cfg.TableSize(p, n) },
+		func(_ string, p int32) { cfg.TableClosed(p) })
 	proc, err := goka.NewProcessor(cfg.Brokers, r.topo.Graph(),
 		goka.WithStorageBuilder(build),
 		goka.WithTopicManagerBuilder(ownedTopicsBuilder(sc, cfg.Logger)),

@@ -14,19 +14,30 @@ const gokaOffsetKey = "__offset"
 type countingStorage struct {
 	storage.Storage
 	report func(n int64)
+	closed func()
 	n      int64
 }
 
 // countingBuilder wraps a goka storage builder; report gets each partition's
-// new size.
-func countingBuilder(inner storage.Builder, report func(topic string, partition int32, n int64)) storage.Builder {
+// new size, closed its closing (goka closes a partition's storage when the
+// partition is revoked).
+func countingBuilder(inner storage.Builder, report func(topic string, partition int32, n int64),
+	closed func(topic string, partition int32)) storage.Builder {
 	return func(topic string, partition int32) (storage.Storage, error) {
 		st, err := inner(topic, partition)
 		if err != nil {
 			return nil, err
 		}
-		return &countingStorage{Storage: st, report: func(n int64) { report(topic, partition, n) }}, nil
+		return &countingStorage{Storage: st,
+			report: func(n int64) { report(topic, partition, n) },
+			closed: func() { closed(topic, partition) }}, nil
 	}
+}
+
+func (s *countingStorage) Close() error {
+	err := s.Storage.Close()
+	s.closed()
+	return err
 }
 
 func (s *countingStorage) Open() error {

@@ -75,6 +75,10 @@ func TestTableRebuiltFromChangelogAfterStateDirLoss(t *testing.T) {
 	e.produce(event("e1", "a"), event("e2", "b"), event("e3", "c"), event("e4", "d"))
 	e.waitProcessed(group)
 	w.stop(t)
+	// goka closed every partition's table: none is reported as held.
+	if n := w.partitionsHeld(); n != 0 {
+		t.Fatalf("%d partitions still reported after the worker stopped", n)
+	}
 
 	if err := os.RemoveAll(state); err != nil {
 		t.Fatal(err)

@@ -127,8 +127,8 @@ func TestExactlyOnceRebalanceRestoresFromChangelog(t *testing.T) {
 	e := newEnv(t, 6)
 	group := unique("eos-rebalance")
 	stateA, stateB := t.TempDir(), t.TempDir()
-	obsA := &counter{}
-	e.startEOS(e.topology(group, obsA), processor.Config{StateDir: stateA})
+	obsA, hooksA := &counter{}, &tableHooks{}
+	e.startEOS(e.topology(group, obsA), processor.Config{StateDir: stateA, Hooks: hooksA})
 	b := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: stateB})
 
 	first := events("r1", 60)
@@ -151,6 +151,17 @@ func TestExactlyOnceRebalanceRestoresFromChangelog(t *testing.T) {
 		hooksB.mu.Lock()
 		defer hooksB.mu.Unlock()
 		return len(hooksB.sizes) > 0
+	})
+	// Each partition's table is reported by one instance: A stopped
+	// reporting the partitions it handed to B (PartitionRevoked).
+	until(t, 60*time.Second, "A and B to report disjoint partitions, 6 in all", func() bool {
+		a, b := hooksA.held(), hooksB.held()
+		for p := range b {
+			if a[p] {
+				return false
+			}
+		}
+		return len(a)+len(b) == 6
 	})
 	third := events("r3", 40)
 	e.produce(append(third, append(second, first...)...)...)

@@ -106,7 +106,8 @@ func (e *env) start(topo *dedup.Topology, stateDir string) *worker {
 	w := &worker{done: make(chan error, 1)}
 	r, err := atleastonce.New(e.t.Context(), atleastonce.Config{Brokers: e.brokers, StateDir: stateDir,
 		CommitInterval: 100 * time.Millisecond, Replication: -1, ClientID: "it-" + topo.Group, Logger: topo.Logger,
-		TableSize: func(p int32, n int64) { w.sizes.Store(p, n) }}, topo)
+		TableSize:   func(p int32, n int64) { w.sizes.Store(p, n) },
+		TableClosed: func(p int32) { w.sizes.Delete(p) }}, topo)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -126,6 +127,11 @@ func (w *worker) stop(t *testing.T) {
 	if err := <-w.done; err != nil {
 		t.Errorf("worker: %v", err)
 	}
+}
+
+func (w *worker) partitionsHeld() (n int) {
+	w.sizes.Range(func(_, _ any) bool { n++; return true })
+	return n
 }
 
 func (w *worker) tableSize() int64 {

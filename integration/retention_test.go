@@ -34,6 +34,23 @@ func (h *tableHooks) TableSize(p int32, n int64) {
 	h.sizes[p] = n
 }
 
+func (h *tableHooks) PartitionRevoked(p int32) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.sizes, p)
+}
+
+// held is the partitions the member reports a table for.
+func (h *tableHooks) held() map[int32]bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	held := map[int32]bool{}
+	for p := range h.sizes {
+		held[p] = true
+	}
+	return held
+}
+
 func (h *tableHooks) Swept(_ int32, n int) { h.mu.Lock(); h.swept += n; h.mu.Unlock() }
 
 func (h *tableHooks) state() (entries int64, swept int) {

@@ -65,14 +65,7 @@ func TestRuntimeMetrics(t *testing.T) {
 	r.RestoreProgress(2, 100, 50)
 	r.KeyFilterBytes(3, 2048)
 	r.Swept(3, 4)
-	srv := httptest.NewServer(Handler(reg, func() bool { return true }))
-	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	body := scrape(t, reg)
 	for _, want := range []string{
 		`dedup_transactions_committed_total{group="g1"} 1`,
 		`dedup_transaction_records_total{group="g1"} 7`,
@@ -81,8 +74,49 @@ func TestRuntimeMetrics(t *testing.T) {
 		`dedup_table_filter_bytes{group="g1",partition="3"} 2048`,
 		`dedup_cleanup_deleted_total{group="g1"} 4`,
 	} {
-		if !strings.Contains(string(b), want) {
+		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+}
+
+// A revoked partition's series disappear; the others stay. An instance that
+// kept reporting a moved partition's table would be summed with its new
+// owner's.
+func TestPartitionRevokedDropsItsSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r := NewRuntime(reg, New(reg, "g1"), "g1")
+	for _, p := range []int32{2, 3} {
+		r.TableSize(p, 10)
+		r.KeyFilterBytes(p, 2048)
+		r.RestoreProgress(p, 1, 5)
+	}
+	r.PartitionRevoked(3)
+	body := scrape(t, reg)
+	for _, series := range []string{"dedup_table_entries", "dedup_table_filter_bytes", "dedup_restore_remaining_records"} {
+		kept := series + `{group="g1",partition="2"}`
+		gone := series + `{group="g1",partition="3"}`
+		if !strings.Contains(body, kept) {
+			t.Errorf("/metrics lost %s", kept)
+		}
+		if strings.Contains(body, gone) {
+			t.Errorf("/metrics still has %s after the partition was revoked", gone)
+		}
+	}
+}
+
+func scrape(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	srv := httptest.NewServer(Handler(reg, func() bool { return true }))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -61,6 +61,13 @@ func (m *Metrics) DeadLettered(reason string) { m.deadLetters.WithLabelValues(re
 func (m *Metrics) HandlerError()              { m.handlerErrs.Inc() }
 func (m *Metrics) Rekeyed()                   { m.rekeyed.Inc() }
 
+// ForgetPartition drops the per-partition series of a partition this
+// process no longer holds. Left at their last value, they would be summed
+// with those of the instance that holds it now.
+func (m *Metrics) ForgetPartition(partition int32) {
+	m.entries.DeleteLabelValues(strconv.Itoa(int(partition)))
+}
+
 // TableSize sets the number of seen records of a partition.
 func (m *Metrics) TableSize(partition int32, n int64) {
 	m.entries.WithLabelValues(strconv.Itoa(int(partition))).Set(float64(n))

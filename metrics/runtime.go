@@ -64,6 +64,12 @@ func (r *Runtime) Rebalanced()                { r.rebalances.Inc() }
 func (r *Runtime) KeyFilterBytes(partition int32, bytes int) {
 	r.filterBytes.WithLabelValues(strconv.Itoa(int(partition))).Set(float64(bytes))
 }
+func (r *Runtime) PartitionRevoked(partition int32) {
+	r.ForgetPartition(partition)
+	label := strconv.Itoa(int(partition))
+	r.filterBytes.DeleteLabelValues(label)
+	r.restoreRemainig.DeleteLabelValues(label)
+}
 func (r *Runtime) RestoreProgress(partition int32, restored, remaining int64) {
 	r.restored.Add(float64(restored))
 	r.restoreRemainig.WithLabelValues(strconv.Itoa(int(partition))).Set(float64(remaining))

@@ -124,6 +124,11 @@ type Hooks interface {
 	// (keyfilter.go), told with its TableSize.
 	KeyFilterBytes(partition int32, bytes int)
 	Swept(partition int32, deleted int)
+	// PartitionRevoked tells that the member closed the partition's table
+	// (revoked by a rebalance, or the worker stopping): what was reported
+	// for it is another member's to report now, so per-partition series
+	// should be dropped, not left at their last value to be summed twice.
+	PartitionRevoked(partition int32)
 }
 
 // NopHooks ignores everything.
@@ -137,3 +142,4 @@ func (NopHooks) RestoreProgress(int32, int64, int64) {}
 func (NopHooks) TableSize(int32, int64)              {}
 func (NopHooks) KeyFilterBytes(int32, int)           {}
 func (NopHooks) Swept(int32, int)                    {}
+func (NopHooks) PartitionRevoked(int32)              {}

@@ -214,6 +214,7 @@ func (m *member) closeStores() {
 		if err := s.Close(); err != nil {
 			m.log.Warn("closing table store", "partition", p, "err", err)
 		}
+		m.hooks.PartitionRevoked(p)
 	}
 	m.stores = nil
 }
