@@ -43,7 +43,7 @@ func (c *txnContext) Offset() int64            { return c.msg.Offset }
 func (c *txnContext) Group() goka.Group        { return goka.Group(c.m.topo.Group) }
 func (c *txnContext) Timestamp() time.Time     { return c.msg.Timestamp }
 func (c *txnContext) Context() context.Context { return c.ctx }
-func (c *txnContext) Headers() goka.Headers    { return goka.HeadersFromSarama(c.msg.Headers) }
+func (c *txnContext) Headers() goka.Headers    { return c.m.headerKeys.headers(c.msg.Headers) }
 
 func (c *txnContext) Value() any { return c.ValueOf(c.Key()) }
 
@@ -110,7 +110,7 @@ func (c *txnContext) LoopbackWithHeaders(key string, value any, headers goka.Hea
 	if c.m.codecs.loop == nil {
 		c.Fail(errors.New("no Loop edge in the group graph"))
 	}
-	c.m.queue(c.m.topo.LoopTopic(), key, c.encode(c.m.codecs.loop, value), headers)
+	c.m.queue(c.m.loopTopic, key, c.encode(c.m.codecs.loop, value), headers)
 }
 
 func (c *txnContext) encode(codec goka.Codec, value any) []byte {

@@ -29,6 +29,7 @@ type member struct {
 	log        *slog.Logger
 	memberName string      // transactional.id and static group instance id
 	tableTopic string      // the changelog, named once
+	loopTopic  string      // <group>-loop, named once (not per looped event)
 	blocks     *blockCache // the Processor's, shared by all its stores
 
 	client      sarama.Client // restore reads
@@ -45,12 +46,13 @@ type member struct {
 	storesMu sync.RWMutex
 
 	// Owned by the loop goroutine during a session.
-	stores map[int32]*store
-	txn    txnState
-	failed bool // the session's transaction was aborted: ignore the rest
-	in     chan *sarama.ConsumerMessage
-	stop   chan struct{}
-	done   chan struct{}
+	headerKeys headerKeys
+	stores     map[int32]*store
+	txn        txnState
+	failed     bool // the session's transaction was aborted: ignore the rest
+	in         chan *sarama.ConsumerMessage
+	stop       chan struct{}
+	done       chan struct{}
 }
 
 // bigRestore is the number of restored records after which Setup returns the
@@ -69,7 +71,7 @@ type crash struct{ err error }
 
 func (c *crash) Error() string { return "injected crash: " + c.err.Error() }
 
-func (m *member) topics() []string { return []string{m.topo.Input, m.topo.LoopTopic()} }
+func (m *member) topics() []string { return []string{m.topo.Input, m.loopTopic} }
 
 // run joins the group and processes until ctx is done or a fatal error.
 // After an aborted transaction the session is ended and Consume is called
@@ -172,25 +174,48 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 
 // ConsumeClaim hands the claim's messages to the loop.
 func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	done := sess.Context().Done()
 	for {
+		// A message already buffered is taken with non-blocking receives
+		// (the session's end first, so a revoke stops handing messages
+		// over at once); the two-way select below locks both channels on
+		// every call.
+		select {
+		case <-done:
+			return nil
+		default:
+		}
 		select {
 		case msg, ok := <-claim.Messages():
-			if !ok {
+			if !ok || !m.hand(sess, msg) {
 				return nil
 			}
-			select { // the non-blocking send first: no locking of both channels
-			case m.in <- msg:
-				continue
-			default:
-			}
-			select {
-			case m.in <- msg:
-			case <-sess.Context().Done():
+			continue
+		default:
+		}
+		select {
+		case msg, ok := <-claim.Messages():
+			if !ok || !m.hand(sess, msg) {
 				return nil
 			}
-		case <-sess.Context().Done():
+		case <-done:
 			return nil
 		}
+	}
+}
+
+// hand queues msg for the loop; false when the session ended first.
+func (m *member) hand(sess sarama.ConsumerGroupSession, msg *sarama.ConsumerMessage) bool {
+	select { // the non-blocking send first: no locking of both channels
+	case m.in <- msg:
+		return true
+	default:
+	}
+	select {
+	case m.in <- msg:
+		return true
+	case <-sess.Context().Done():
+		return false
 	}
 }
 

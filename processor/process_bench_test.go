@@ -43,7 +43,7 @@ func benchMember(b *testing.B) (*member, *store) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
-	m := &member{cfg: cfg, topo: topo, codecs: cs, hooks: NopHooks{}, log: cfg.Logger, memberName: "bench-0", tableTopic: topo.TableTopic(),
+	m := &member{cfg: cfg, topo: topo, codecs: cs, hooks: NopHooks{}, log: cfg.Logger, memberName: "bench-0", tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(),
 		stores: map[int32]*store{0: s}, txn: newTxnState(), producer: newAckProducer(b), cancelSession: func() {}}
 	return m, s
 }

@@ -57,7 +57,7 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Processor, err
 	blocks := newBlockCache(cfg.TableCacheBytes)
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
-		m := &member{cfg: &p.cfg, topo: topo, codecs: codecs, hooks: cfg.Hooks, memberName: name, tableTopic: topo.TableTopic(), blocks: blocks,
+		m := &member{cfg: &p.cfg, topo: topo, codecs: codecs, hooks: cfg.Hooks, memberName: name, tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), blocks: blocks,
 			log: cfg.Logger.With("member", name), producerCfg: producerConfig(&cfg, name)}
 		if err := m.connect(); err != nil {
 			p.close()
