@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dedupkit/dedup/internal/memlimit"
 	"github.com/dedupkit/dedup/processor"
 )
 
@@ -40,6 +41,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		brokers    string
 		cpuProfile string
 		logLevel   string
+		memRatio   float64
 	)
 	fs.StringVar(&kind, "kind", "", "raw, eos, alo, redis or postgres")
 	fs.StringVar(&brokers, "brokers", "", "comma-separated bootstrap brokers")
@@ -55,6 +57,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.PostgresDSN, "postgres", "", "PostgreSQL DSN")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.StringVar(&logLevel, "log-level", "warn", "debug, info, warn, error")
+	fs.Float64Var(&memRatio, "memory-limit-ratio", 0.9, "soft memory limit as a share of the cgroup's, as processor run --memory-limit-ratio")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -66,6 +69,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if dir := os.Getenv("BENCH_CPUPROFILE_DIR"); dir != "" && cpuProfile == "" {
 		cpuProfile = filepath.Join(dir, cfg.Group+".pprof") // profiling every contender by hand
 	}
+	// As `processor run` does before anything else (cmd/processor/run.go).
+	limit, limitErr := memlimit.Apply(os.DirFS("/"), os.Getenv, memRatio)
+	if limitErr != nil {
+		fmt.Fprintln(stderr, "contender: -memory-limit-ratio:", limitErr)
+		return 2
+	}
+	fmt.Fprintf(stderr, "contender: memory limit from %s: soft %d bytes, cgroup %d bytes\n", limit.Source, limit.Limit, limit.Cgroup)
 	cfg.Kind = Kind(kind)
 	cfg.Brokers = strings.Split(brokers, ",")
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))

@@ -30,11 +30,15 @@ type child struct {
 	commitRecords int
 }
 
-// startChild runs `Exe ExeArgs... contender args...`; its stderr goes to
-// logPath, its stdout is read for READY and RESTORED.
-func (h *harness) startChild(name string, args []string, logPath string) (*child, error) {
-	full := append(append(append([]string{}, h.cfg.ExeArgs...), "contender"), args...)
-	cmd := exec.Command(h.cfg.Exe, full...)
+// startChild runs `Exe ExeArgs... contender args...`, in the memory cgroup
+// cg unless nil; its stderr goes to logPath, its stdout is read for READY
+// and RESTORED.
+func (h *harness) startChild(name string, args []string, logPath string, cg *memCgroup) (*child, error) {
+	exe, full := h.cfg.Exe, append(append(append([]string{}, h.cfg.ExeArgs...), "contender"), args...)
+	if cg != nil {
+		exe, full = cg.wrap(exe, full)
+	}
+	cmd := exec.Command(exe, full...)
 	cmd.Env = append(os.Environ(), h.cfg.ExeEnv...)
 	logf, err := os.Create(logPath)
 	if err != nil {

@@ -45,6 +45,9 @@ type Config struct {
 	// disk figure. 0 skips either.
 	RestoreRecords int
 	HoldRecords    int
+	// HoldMemoryLimit is the hard memory limit (bytes) of the cgroup the
+	// hold's worker runs in; 0 runs it unlimited.
+	HoldMemoryLimit int64
 	// Profile adds a CPU-profiled run of the exactly-once worker; HotPath
 	// runs the `go test -bench` hot-path benchmarks. Both go into the doc.
 	Profile bool
@@ -185,6 +188,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RestoreRecords < 0 || c.HoldRecords < 0 {
 		errs = append(errs, errors.New("restore and hold records must not be negative"))
+	}
+	if c.HoldMemoryLimit < 0 || (c.HoldMemoryLimit > 0 && c.HoldMemoryLimit < 32<<20) {
+		errs = append(errs, fmt.Errorf("hold memory limit %d: want 0 (none) or at least 32 MiB", c.HoldMemoryLimit))
 	}
 	if c.Exe == "" || c.WorkDir == "" {
 		errs = append(errs, errors.New("exe and work dir are required"))

@@ -180,6 +180,13 @@ func (r *Report) stateSection(p func(string, ...any)) {
 		p("- **Holding %d seen IDs** (%d partitions, restored in %.0f s, then %d events processed on top):", h.Records, h.Partitions, h.RestoreSeconds, h.Processed)
 		p("  RSS **%s** (%s right after the restore, VmHWM %s), LevelDB on disk %s, the changelog topic on", mib(h.RSSAfter), mib(h.RSSRestored), mib(h.PeakRSS), mib(h.StateBytes))
 		p("  the broker %s (%s).", mibOrUnknown(h.ChangelogBytes), orOK(h.Err))
+		if h.MemoryLimit > 0 {
+			p("  The worker ran in a memory cgroup with a hard limit of %.0f MB (the target, enforced by the kernel:", float64(h.MemoryLimit)/1e6)
+			p("  an OOM kill fails the hold; %d OOM kills), and as `processor run` does it set the Go runtime's", h.OOMKills)
+			p("  soft limit to 0.9 of it (`--memory-limit-ratio`, `internal/memlimit`).")
+		} else if h.LimitNote != "" {
+			p("  No memory limit: %s.", h.LimitNote)
+		}
 	}
 	p("")
 }

@@ -83,7 +83,7 @@ func (h *harness) latencyRun(ctx context.Context, ct Contender) LatencyResult {
 		return lr
 	}
 	defer w.Stop()
-	c, err := h.startChild(ct.Name, h.contenderArgs(ct, input, output, group, stateDir), filepath.Join(h.cfg.WorkDir, group+".log"))
+	c, err := h.startChild(ct.Name, h.contenderArgs(ct, input, output, group, stateDir), filepath.Join(h.cfg.WorkDir, group+".log"), nil)
 	if err != nil {
 		lr.Err = err.Error()
 		return lr

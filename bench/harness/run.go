@@ -370,7 +370,7 @@ func (h *harness) throughputRunWith(ctx context.Context, ct Contender, run int, 
 	}
 	defer w.Stop()
 	c, err := h.startChild(ct.Name, append(h.contenderArgs(ct, input, output, group, stateDir), extra...),
-		filepath.Join(h.cfg.WorkDir, group+".log"))
+		filepath.Join(h.cfg.WorkDir, group+".log"), nil)
 	if err != nil {
 		r.Err = err.Error()
 		return r

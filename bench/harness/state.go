@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -34,7 +35,12 @@ type HoldResult struct {
 	StateBytes                     int64 // LevelDB files on disk
 	ChangelogBytes                 int64 // the table topic on the broker, -1 unknown
 	Processed                      int   // events processed on top
-	Err                            string
+	// MemoryLimit is the hard limit of the worker's cgroup (0: none; then
+	// LimitNote says why); OOMKills counts the kernel's kills in it.
+	MemoryLimit int64
+	LimitNote   string
+	OOMKills    int
+	Err         string
 }
 
 // restore fills a one-partition table topic with RestoreRecords seen IDs
@@ -42,7 +48,7 @@ type HoldResult struct {
 func (h *harness) restore(ctx context.Context, rep *Report) *RestoreResult {
 	res := &RestoreResult{}
 	group := h.name("restore")
-	if err := h.fillAndRestore(ctx, group, 1, h.cfg.RestoreRecords, func(c *child, _ string) error {
+	if err := h.fillAndRestore(ctx, group, 1, h.cfg.RestoreRecords, nil, func(c *child, _ string) error {
 		res.Records, res.Seconds = c.restoredRecords, c.restoredSeconds
 		return nil
 	}); err != nil {
@@ -62,7 +68,16 @@ func (h *harness) restore(ctx context.Context, rep *Report) *RestoreResult {
 func (h *harness) hold(ctx context.Context, rep *Report) *HoldResult {
 	res := &HoldResult{Records: int64(h.cfg.HoldRecords), Partitions: h.cfg.Partitions, ChangelogBytes: -1}
 	group := h.name("hold")
-	err := h.fillAndRestore(ctx, group, h.cfg.Partitions, h.cfg.HoldRecords, func(c *child, input string) error {
+	var cg *memCgroup
+	if limit := h.cfg.HoldMemoryLimit; limit > 0 {
+		var err error
+		if cg, err = newMemCgroup(group, limit); err != nil {
+			res.LimitNote = "not enforced: " + err.Error()
+		} else {
+			res.MemoryLimit = limit
+		}
+	}
+	err := h.fillAndRestore(ctx, group, h.cfg.Partitions, h.cfg.HoldRecords, cg, func(c *child, input string) error {
 		res.RestoreSeconds = c.restoredSeconds
 		mem, err := procstat.ReadMemory(c.pid())
 		if err != nil {
@@ -82,19 +97,34 @@ func (h *harness) hold(ctx context.Context, rep *Report) *HoldResult {
 		res.ChangelogBytes = topicDiskBytes(h.cfg.KafkaData, group+"-table")
 		return err
 	})
+	if cg != nil { // the worker has exited (fillAndRestore stops it)
+		var oomErr error
+		if res.OOMKills, oomErr = cg.oomKills(); oomErr != nil {
+			h.cfg.logf("hold: reading its cgroup's OOM kills: %v", oomErr)
+		}
+		if res.OOMKills > 0 {
+			err = errors.Join(err, fmt.Errorf("the kernel killed the worker %d times for exceeding the %s memory limit", res.OOMKills, mib(res.MemoryLimit)))
+		}
+		if rmErr := cg.remove(); rmErr != nil {
+			h.cfg.logf("hold: removing its cgroup: %v", rmErr)
+		}
+	}
 	if err != nil {
 		res.Err = err.Error()
 		rep.Errors = append(rep.Errors, "hold: "+res.Err)
 	}
-	h.cfg.logf("hold: %d seen IDs: rss %s (after restore %s, peak %s), state %s, changelog %s %s", res.Records,
-		mib(res.RSSAfter), mib(res.RSSRestored), mib(res.PeakRSS), mib(res.StateBytes), mib(res.ChangelogBytes), res.Err)
+	h.cfg.logf("hold: %d seen IDs: rss %s (after restore %s, peak %s), state %s, changelog %s, memory limit %s%s (OOM kills %d) %s", res.Records,
+		mib(res.RSSAfter), mib(res.RSSRestored), mib(res.PeakRSS), mib(res.StateBytes), mib(res.ChangelogBytes),
+		mib(res.MemoryLimit), res.LimitNote, res.OOMKills, res.Err)
 	return res
 }
 
 // fillAndRestore writes records seen IDs to <group>-table, starts a fresh
 // exactly-once instance on an empty input of that many partitions, waits
 // until it restored (READY) and calls fn while it runs.
-func (h *harness) fillAndRestore(ctx context.Context, group string, partitions int32, records int, fn func(c *child, input string) error) error {
+// cg, when not nil, is the memory cgroup the instance runs in.
+func (h *harness) fillAndRestore(ctx context.Context, group string, partitions int32, records int, cg *memCgroup,
+	fn func(c *child, input string) error) error {
 	input, output, table := group+"-in", group+"-out", group+"-table"
 	stateDir := filepath.Join(h.cfg.WorkDir, "state", group)
 	defer func() {
@@ -112,7 +142,7 @@ func (h *harness) fillAndRestore(ctx context.Context, group string, partitions i
 	}
 	h.cfg.logf("%s: wrote %d seen records to %s in %v", group, records, table, time.Since(start).Round(time.Millisecond))
 	ct := Contender{Name: "exactly-once-100ms", Kind: contenders.Exactly, CommitInterval: 100 * time.Millisecond}
-	c, err := h.startChild(group, h.contenderArgs(ct, input, output, group, stateDir), filepath.Join(h.cfg.WorkDir, group+".log"))
+	c, err := h.startChild(group, h.contenderArgs(ct, input, output, group, stateDir), filepath.Join(h.cfg.WorkDir, group+".log"), cg)
 	if err != nil {
 		return err
 	}

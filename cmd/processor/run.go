@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/dedupkit/dedup/atleastonce"
+	"github.com/dedupkit/dedup/internal/memlimit"
 	"github.com/dedupkit/dedup/metrics"
 	"github.com/dedupkit/dedup/processor"
 )
@@ -23,6 +24,12 @@ type worker interface {
 // runWorker assembles the worker from cfg and runs it until ctx is done.
 func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	log := newLogger(cfg, logOut)
+	// Before anything big is allocated: a restore is the worker's memory peak.
+	limit, err := memlimit.Apply(os.DirFS("/"), os.Getenv, cfg.MemLimitRatio)
+	if err != nil {
+		return fmt.Errorf("--memory-limit-ratio: reading the cgroup's memory limit: %w", err)
+	}
+	log.Info("memory limit", "source", limit.Source, "softLimitBytes", limit.Limit, "cgroupLimitBytes", limit.Cgroup)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg, cfg.Group)
@@ -31,10 +38,7 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return fmt.Errorf("--state-dir: %w", err)
 	}
-	var (
-		w   worker
-		err error
-	)
+	var w worker
 	switch cfg.Guarantee {
 	case ExactlyOnce:
 		w, err = processor.New(ctx, processor.Config{
