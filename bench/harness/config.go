@@ -48,6 +48,10 @@ type Config struct {
 	// HoldMemoryLimit is the hard memory limit (bytes) of the cgroup the
 	// hold's worker runs in; 0 runs it unlimited.
 	HoldMemoryLimit int64
+	// WorkerMemoryLimit, when not 0, runs every throughput run of the
+	// worker (exactly-once) in a memory cgroup with that hard limit; an
+	// OOM kill fails the run.
+	WorkerMemoryLimit int64
 	// Profile adds a CPU-profiled run of the exactly-once worker; HotPath
 	// runs the `go test -bench` hot-path benchmarks. Both go into the doc.
 	Profile bool
@@ -189,8 +193,10 @@ func (c *Config) Validate() error {
 	if c.RestoreRecords < 0 || c.HoldRecords < 0 {
 		errs = append(errs, errors.New("restore and hold records must not be negative"))
 	}
-	if c.HoldMemoryLimit < 0 || (c.HoldMemoryLimit > 0 && c.HoldMemoryLimit < 32<<20) {
-		errs = append(errs, fmt.Errorf("hold memory limit %d: want 0 (none) or at least 32 MiB", c.HoldMemoryLimit))
+	for _, l := range []int64{c.HoldMemoryLimit, c.WorkerMemoryLimit} {
+		if l < 0 || (l > 0 && l < 32<<20) {
+			errs = append(errs, fmt.Errorf("memory limit %d: want 0 (none) or at least 32 MiB", l))
+		}
 	}
 	if c.Exe == "" || c.WorkDir == "" {
 		errs = append(errs, errors.New("exe and work dir are required"))

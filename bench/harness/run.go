@@ -355,8 +355,8 @@ func (h *harness) throughputRun(ctx context.Context, ct Contender, run int, inpu
 	return h.throughputRunWith(ctx, ct, run, input, ends, plan, nil)
 }
 
-func (h *harness) throughputRunWith(ctx context.Context, ct Contender, run int, input string, ends map[int32]int64, plan *loadgen.Plan, extra []string) RunResult {
-	r := RunResult{Contender: ct.Name, Run: run, Records: plan.Len()}
+func (h *harness) throughputRunWith(ctx context.Context, ct Contender, run int, input string, ends map[int32]int64, plan *loadgen.Plan, extra []string) (r RunResult) {
+	r = RunResult{Contender: ct.Name, Run: run, Records: plan.Len()}
 	group, output, stateDir, cleanup, err := h.prepare(ctx, ct, fmt.Sprintf("r%d", run))
 	defer cleanup()
 	if err != nil {
@@ -369,8 +369,23 @@ func (h *harness) throughputRunWith(ctx context.Context, ct Contender, run int, 
 		return r
 	}
 	defer w.Stop()
+	var cg *memCgroup
+	if limit := h.cfg.WorkerMemoryLimit; limit > 0 && ct.Kind == contenders.Exactly {
+		if cg, err = newMemCgroup(group, limit); err != nil {
+			r.Err = err.Error()
+			return r
+		}
+		defer func() { // after c.stop: the process has exited
+			if n, err := cg.oomKills(); err == nil && n > 0 {
+				r.Err = strings.TrimSpace(fmt.Sprintf("%s; %d OOM kills in its %s cgroup", r.Err, n, mib(limit)))
+			}
+			if err := cg.remove(); err != nil {
+				h.cfg.logf("%s: removing its cgroup: %v", ct.Name, err)
+			}
+		}()
+	}
 	c, err := h.startChild(ct.Name, append(h.contenderArgs(ct, input, output, group, stateDir), extra...),
-		filepath.Join(h.cfg.WorkDir, group+".log"), nil)
+		filepath.Join(h.cfg.WorkDir, group+".log"), cg)
 	if err != nil {
 		r.Err = err.Error()
 		return r

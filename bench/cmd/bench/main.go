@@ -61,6 +61,7 @@ func run(mode string, args []string) int {
 	fs.IntVar(&cfg.RestoreRecords, "restore", pick(smoke, 20000, 1_000_000), "seen IDs in the restored partition (0 skips)")
 	fs.IntVar(&cfg.HoldRecords, "hold", pick(smoke, 0, 10_000_000), "seen IDs held for the RSS/disk figure (0 skips)")
 	fs.Int64Var(&cfg.HoldMemoryLimit, "hold-memory-limit", 200_000_000, "hard memory limit (bytes) of the cgroup the hold's worker runs in: the 200 MB target, enforced by the kernel (0: none)")
+	fs.Int64Var(&cfg.WorkerMemoryLimit, "worker-memory-limit", 0, "hard memory limit (bytes) of a cgroup for every exactly-once throughput run (0: none)")
 	fs.BoolVar(&cfg.Profile, "profile", !smoke, "add a CPU-profiled exactly-once run")
 	fs.BoolVar(&cfg.HotPath, "hotpath", !smoke, "run the go test -bench hot-path benchmarks")
 	fs.StringVar(&cfg.WorkDir, "workdir", "", "state dirs, logs, services (default: a new temp dir, removed after)")
