@@ -1,8 +1,6 @@
 package harness
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dedupkit/dedup/internal/memlimit"
 )
 
 // memCgroup is a memory cgroup with a hard limit for one contender process:
@@ -31,7 +31,7 @@ func newMemCgroup(name string, limit int64) (*memCgroup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memory cgroup: %w", err)
 	}
-	v1, v2 := ownCgroups(own)
+	v1, v2 := memlimit.Cgroups(own)
 	var errs []error
 	if v2 != "" && v2HasMemory() {
 		g := &memCgroup{dir: filepath.Join("/sys/fs/cgroup", v2, name), v2: true, limit: limit}
@@ -53,27 +53,6 @@ func newMemCgroup(name string, limit int64) (*memCgroup, error) {
 		return nil, errors.New("memory cgroup: no cgroup v1 memory hierarchy or v2 mount for this process")
 	}
 	return nil, fmt.Errorf("memory cgroup: %w", errors.Join(errs...))
-}
-
-// ownCgroups reads this process's v1 memory cgroup path and its v2 path
-// ("" when absent) from /proc/self/cgroup.
-func ownCgroups(data []byte) (v1, v2 string) {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[0] == "0" && parts[1] == "" {
-			v2 = parts[2]
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			if c == "memory" {
-				v1 = parts[2]
-			}
-		}
-	}
-	return v1, v2
 }
 
 // v2HasMemory reports whether /sys/fs/cgroup is a cgroup v2 mount with the

@@ -6,26 +6,6 @@ import (
 	"testing"
 )
 
-func TestOwnCgroups(t *testing.T) {
-	tests := []struct {
-		name, data string
-		v1, v2     string
-	}{
-		{"v2 only", "0::/user.slice/session-1.scope\n", "", "/user.slice/session-1.scope"},
-		{"hybrid (this machine)", "4:memory:/process_api/0a30\n3:cpuset:/\n0::/\n", "/process_api/0a30", "/"},
-		{"v1 with joined controllers", "11:cpuacct,memory:/docker/abc\n2:cpu:/docker/abc\n", "/docker/abc", ""},
-		{"garbage lines", "nonsense\n\n", "", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			v1, v2 := ownCgroups([]byte(tt.data))
-			if v1 != tt.v1 || v2 != tt.v2 {
-				t.Fatalf("ownCgroups = %q, %q; want %q, %q", v1, v2, tt.v1, tt.v2)
-			}
-		})
-	}
-}
-
 // A process started through wrap runs in the cgroup from its first
 // allocation, and going over the limit gets it killed and counted. Needs
 // write access to cgroupfs (root); skipped otherwise.

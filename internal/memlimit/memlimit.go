@@ -81,24 +81,16 @@ func CgroupLimit(fsys fs.FS) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read /proc/self/cgroup: %w", err)
 	}
+	v1, v2 := Cgroups(data)
 	var limit int64
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		// hierarchy-ID:controllers:path; v2 is "0::path".
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 {
+	for _, h := range []struct{ path, dir, file string }{
+		{v2, "sys/fs/cgroup", "memory.max"},
+		{v1, "sys/fs/cgroup/memory", "memory.limit_in_bytes"},
+	} {
+		if h.path == "" {
 			continue
 		}
-		var dir, file string
-		switch {
-		case parts[0] == "0" && parts[1] == "":
-			dir, file = "sys/fs/cgroup", "memory.max"
-		case hasController(parts[1], "memory"):
-			dir, file = "sys/fs/cgroup/memory", "memory.limit_in_bytes"
-		default:
-			continue
-		}
-		n, err := smallestUpward(fsys, dir, parts[2], file)
+		n, err := smallestUpward(fsys, h.dir, h.path, h.file)
 		if err != nil {
 			return 0, err
 		}
@@ -106,7 +98,25 @@ func CgroupLimit(fsys fs.FS) (int64, error) {
 			limit = n
 		}
 	}
-	return limit, sc.Err()
+	return limit, nil
+}
+
+// Cgroups reads a /proc/<pid>/cgroup file: the path of the v1 memory
+// cgroup and of the v2 cgroup, "" for a hierarchy the process is not in.
+func Cgroups(data []byte) (v1Memory, v2 string) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		// hierarchy-ID:controllers:path; v2 is "0::path".
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		switch {
+		case len(parts) != 3:
+		case parts[0] == "0" && parts[1] == "":
+			v2 = parts[2]
+		case hasController(parts[1], "memory"):
+			v1Memory = parts[2]
+		}
+	}
+	return v1Memory, v2
 }
 
 func hasController(list, name string) bool {
