@@ -104,3 +104,20 @@ func (g *memCgroup) oomKills() (int, error) {
 
 // remove deletes the cgroup; its process must have exited.
 func (g *memCgroup) remove() error { return os.Remove(g.dir) }
+
+// close ends a run in the cgroup, after its process exited: an error that
+// names the OOM kills if there were any (the run failed for lack of
+// memory), and the cgroup removed (a failure to remove is only logged).
+func (g *memCgroup) close(logf func(string, ...any)) (kills int, err error) {
+	kills, readErr := g.oomKills()
+	if readErr != nil {
+		logf("reading the OOM kills of cgroup %s: %v", g.dir, readErr)
+	}
+	if kills > 0 {
+		err = fmt.Errorf("the kernel killed the worker %d times for exceeding its %s memory limit", kills, mib(g.limit))
+	}
+	if rmErr := g.remove(); rmErr != nil {
+		logf("removing cgroup %s: %v", g.dir, rmErr)
+	}
+	return kills, err
+}

@@ -376,11 +376,8 @@ func (h *harness) throughputRunWith(ctx context.Context, ct Contender, run int, 
 			return r
 		}
 		defer func() { // after c.stop: the process has exited
-			if n, err := cg.oomKills(); err == nil && n > 0 {
-				r.Err = strings.TrimSpace(fmt.Sprintf("%s; %d OOM kills in its %s cgroup", r.Err, n, mib(limit)))
-			}
-			if err := cg.remove(); err != nil {
-				h.cfg.logf("%s: removing its cgroup: %v", ct.Name, err)
+			if _, err := cg.close(h.cfg.logf); err != nil {
+				r.Err = strings.TrimPrefix(r.Err+"; "+err.Error(), "; ")
 			}
 		}()
 	}

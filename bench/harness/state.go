@@ -99,15 +99,8 @@ func (h *harness) hold(ctx context.Context, rep *Report) *HoldResult {
 	})
 	if cg != nil { // the worker has exited (fillAndRestore stops it)
 		var oomErr error
-		if res.OOMKills, oomErr = cg.oomKills(); oomErr != nil {
-			h.cfg.logf("hold: reading its cgroup's OOM kills: %v", oomErr)
-		}
-		if res.OOMKills > 0 {
-			err = errors.Join(err, fmt.Errorf("the kernel killed the worker %d times for exceeding the %s memory limit", res.OOMKills, mib(res.MemoryLimit)))
-		}
-		if rmErr := cg.remove(); rmErr != nil {
-			h.cfg.logf("hold: removing its cgroup: %v", rmErr)
-		}
+		res.OOMKills, oomErr = cg.close(h.cfg.logf)
+		err = errors.Join(err, oomErr)
 	}
 	if err != nil {
 		res.Err = err.Error()
