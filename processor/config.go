@@ -44,9 +44,6 @@ type Config struct {
 	// 1000); a full batch sweeps again at the next commit.
 	SweepInterval time.Duration
 	SweepBatch    int
-	// TableCacheBytes is the LevelDB block cache shared by all the partition
-	// stores of this process (default 16 MiB), whatever their number.
-	TableCacheBytes int
 
 	Logger *slog.Logger
 	Hooks  Hooks // nil: NopHooks
@@ -79,9 +76,6 @@ func (c *Config) setDefaults() {
 	if c.SweepBatch == 0 {
 		c.SweepBatch = 1000
 	}
-	if c.TableCacheBytes == 0 {
-		c.TableCacheBytes = 16 << 20
-	}
 	if c.Replication == 0 {
 		c.Replication = -1
 	}
@@ -102,8 +96,8 @@ func (c *Config) Validate() error {
 	if c.StateDir == "" {
 		errs = append(errs, errors.New("state dir is empty"))
 	}
-	if c.CommitInterval < 0 || c.Threads < 0 || c.MaxBatch < 0 || c.SweepInterval < 0 || c.SweepBatch < 0 || c.TableCacheBytes < 0 {
-		errs = append(errs, errors.New("commit interval, threads, max batch, sweep and table cache must not be negative"))
+	if c.CommitInterval < 0 || c.Threads < 0 || c.MaxBatch < 0 || c.SweepInterval < 0 || c.SweepBatch < 0 {
+		errs = append(errs, errors.New("commit interval, threads, max batch and sweep must not be negative"))
 	}
 	if c.TransactionTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("transaction timeout %v: at least 1s", c.TransactionTimeout))

@@ -176,7 +176,7 @@ func localPartitions(stateDir, tableTopic string) ([]int32, error) {
 }
 
 func readOnlyOptions() *opt.Options {
-	o := storeOptions(nil, storeWriteBuffer)
+	o := storeOptions(storeWriteBuffer)
 	o.ReadOnly, o.ErrorIfMissing = true, true
 	return o
 }

@@ -74,7 +74,7 @@ func requireFilterHoldsStore(t *testing.T, s *store) {
 // reopens it and wipes it; at every step each stored key must be in the
 // filter, and Get must find it.
 func TestStoreKeyFilterFollowsTheTable(t *testing.T) {
-	s, err := openStore(t.TempDir(), seenExpiry, nil)
+	s, err := openStore(t.TempDir(), seenExpiry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestStoreKeyFilterFollowsTheTable(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if s, err = openStore(s.path, seenExpiry, nil); err != nil {
+	if s, err = openStore(s.path, seenExpiry); err != nil {
 		t.Fatal(err)
 	}
 	requireFilterHoldsStore(t, s)

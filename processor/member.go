@@ -27,10 +27,9 @@ type member struct {
 	codecs     *codecSet
 	hooks      Hooks
 	log        *slog.Logger
-	memberName string      // transactional.id and static group instance id
-	tableTopic string      // the changelog, named once
-	loopTopic  string      // <group>-loop, named once (not per looped event)
-	blocks     *blockCache // the Processor's, shared by all its stores
+	memberName string // transactional.id and static group instance id
+	tableTopic string // the changelog, named once
+	loopTopic  string // <group>-loop, named once (not per looped event)
 
 	client      sarama.Client // restore reads
 	group       sarama.ConsumerGroup
@@ -137,7 +136,7 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 			if m.stores[p] != nil {
 				continue
 			}
-			s, err := openStore(TablePath(m.cfg.StateDir, m.topo.TableTopic(), p), seenExpiry, m.blocks)
+			s, err := openStore(TablePath(m.cfg.StateDir, m.topo.TableTopic(), p), seenExpiry)
 			if err != nil {
 				m.closeStores()
 				return err

@@ -38,7 +38,7 @@ func benchMember(b *testing.B) (*member, *store) {
 	}
 	cfg := &Config{Brokers: []string{"unused:9092"}, StateDir: b.TempDir()}
 	cfg.setDefaults()
-	s, err := openStore(b.TempDir(), seenExpiry, nil)
+	s, err := openStore(b.TempDir(), seenExpiry)
 	if err != nil {
 		b.Fatal(err)
 	}

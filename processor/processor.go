@@ -54,10 +54,9 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Processor, err
 		return nil, err
 	}
 	p := &Processor{cfg: cfg, topo: topo, partitions: partitions}
-	blocks := newBlockCache(cfg.TableCacheBytes)
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
-		m := &member{cfg: &p.cfg, topo: topo, codecs: codecs, hooks: cfg.Hooks, memberName: name, tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), blocks: blocks,
+		m := &member{cfg: &p.cfg, topo: topo, codecs: codecs, hooks: cfg.Hooks, memberName: name, tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(),
 			log: cfg.Logger.With("member", name), producerCfg: producerConfig(&cfg, name)}
 		if err := m.connect(); err != nil {
 			p.close()

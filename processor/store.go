@@ -36,7 +36,6 @@ type expiryFunc func(value []byte) int64
 type store struct {
 	path   string
 	expiry expiryFunc
-	blocks *blockCache // shared with the other stores; nil: a cache of its own
 	db     *leveldb.DB
 	// writeBuffer is the memtable size db was opened with.
 	writeBuffer int
@@ -52,26 +51,38 @@ type store struct {
 	rebuild *filterBuild
 }
 
-// storeOptions are the LevelDB options of a partition store. A bloom filter,
-// because most lookups are misses (every first-seen event, every key a
-// restore writes) and would otherwise search each level. The block cache is
-// the Processor's, shared by its stores (blockcache.go); without one
-// (inspect), a small cache of the store's own. Half-size memtables while
-// processing, because a worker holds one store per partition and goleveldb
-// keeps two per store (the active one and a recycled one): its 4 MiB default
-// cost 12 partitions about 100 MiB; 1 MiB cost 8% more CPU per event. A
-// restore writes a whole changelog at once and runs one partition at a time:
-// it gets goleveldb's default size (146k records/s instead of 115k at 2 MiB).
-// No compactions triggered by reads (go-ethereum turns them off too): every
-// first-seen event is a lookup that misses through several table files, so
-// reads kept triggering compactions; without them compaction CPU halved and
-// the worker spent 4% less CPU per event (17.6 s per 1M instead of 18.4).
-func storeOptions(blocks *blockCache, writeBuffer int) *opt.Options {
-	o := &opt.Options{Filter: filter.NewBloomFilter(10), WriteBuffer: writeBuffer, BlockCacheCapacity: 4 << 20, DisableSeeksCompaction: true}
-	if blocks != nil {
-		o.BlockCacher = blocks
+// storeOptions are the LevelDB options of a partition store.
+//
+// No block cache. With one, goleveldb keeps each table file's index and
+// bloom filter blocks in the same LRU as its data blocks, and lookups of
+// late duplicates, spread at random over the whole table, evicted them: a
+// LevelDB hit re-read and decompressed the index and filter blocks of every
+// table it searched (about 60 µs per hit over 1M IDs, three quarters of it
+// in those reads). Without a block cache goleveldb pins the index and
+// filter blocks of its open tables instead (about 3 bytes per seen ID) and
+// reads data blocks through the OS page cache: about 16 µs per hit.
+//
+// A bloom filter over the table records (tableFilter), because most
+// lookups that reach LevelDB are misses (key filter false positives, keys
+// a restore writes) and would otherwise search each level. Half-size
+// memtables while processing, because a worker holds one store per
+// partition and goleveldb keeps two per store (the active one and a
+// recycled one): its 4 MiB default cost 12 partitions about 100 MiB; 1 MiB
+// cost 8% more CPU per event. A restore writes a whole changelog at once and
+// runs one partition at a time: it gets goleveldb's default size (146k
+// records/s instead of 115k at 2 MiB). No compactions triggered by reads
+// (go-ethereum turns them off too): every first-seen event is a lookup that
+// misses through several table files, so reads kept triggering compactions;
+// without them compaction CPU halved and the worker spent 4% less CPU per
+// event (17.6 s per 1M instead of 18.4).
+func storeOptions(writeBuffer int) *opt.Options {
+	return &opt.Options{
+		Filter:                 newTableFilter(),
+		AltFilters:             []filter.Filter{filter.NewBloomFilter(10)},
+		DisableBlockCache:      true,
+		WriteBuffer:            writeBuffer,
+		DisableSeeksCompaction: true,
 	}
-	return o
 }
 
 const (
@@ -80,8 +91,8 @@ const (
 )
 
 // openStore opens a partition store for processing (storeWriteBuffer).
-func openStore(path string, expiry expiryFunc, blocks *blockCache) (*store, error) {
-	s := &store{path: path, expiry: expiry, blocks: blocks, overlay: map[string][]byte{}, base: map[string][]byte{}}
+func openStore(path string, expiry expiryFunc) (*store, error) {
+	s := &store{path: path, expiry: expiry, overlay: map[string][]byte{}, base: map[string][]byte{}}
 	if err := s.open(storeWriteBuffer); err != nil {
 		return nil, err
 	}
@@ -89,7 +100,7 @@ func openStore(path string, expiry expiryFunc, blocks *blockCache) (*store, erro
 }
 
 func (s *store) open(writeBuffer int) error {
-	db, err := leveldb.OpenFile(s.path, storeOptions(s.blocks, writeBuffer))
+	db, err := leveldb.OpenFile(s.path, storeOptions(writeBuffer))
 	if err != nil {
 		return fmt.Errorf("open table store %s: %w", s.path, err)
 	}

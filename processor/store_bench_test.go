@@ -10,11 +10,9 @@ import (
 )
 
 // benchStore opens a store holding n committed seen records keyed key-<i>.
-func benchStore(b *testing.B, n int) *store { return benchStoreWith(b, n, nil) }
-
-func benchStoreWith(b *testing.B, n int, blocks *blockCache) *store {
+func benchStore(b *testing.B, n int) *store {
 	b.Helper()
-	s, err := openStore(b.TempDir(), seenExpiry, blocks)
+	s, err := openStore(b.TempDir(), seenExpiry)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -111,36 +109,25 @@ func BenchmarkStoreApply(b *testing.B) {
 }
 
 // BenchmarkStoresGet looks up seen keys at random over the 12 stores of a
-// worker holding 12 partitions, with goleveldb's cache per store (4 MiB
-// each, 48 MiB in all) and with the Processor's shared budget.
+// worker holding 12 partitions: late duplicates, which LevelDB answers from
+// table files spread over the whole key range.
 func BenchmarkStoresGet(b *testing.B) {
 	const stores, committed = 12, 100000
-	for _, tc := range []struct {
-		name   string
-		blocks func() *blockCache
-	}{
-		{"own-4MiB-each", func() *blockCache { return nil }},
-		{"shared-16MiB", func() *blockCache { return newBlockCache(16 << 20) }},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			blocks := tc.blocks()
-			ss := make([]*store, stores)
-			for i := range ss {
-				ss[i] = benchStoreWith(b, committed, blocks)
-			}
-			rng := rand.New(rand.NewPCG(1, 2))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; b.Loop(); i++ {
-				s := ss[i%stores]
-				if got, _ := s.Get("key-" + strconv.Itoa(rng.IntN(committed))); got == nil {
-					b.Fatal("miss")
-				}
-				if i%1024 == 0 {
-					s.Drop()
-				}
-			}
-		})
+	ss := make([]*store, stores)
+	for i := range ss {
+		ss[i] = benchStore(b, committed)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		s := ss[i%stores]
+		if got, _ := s.Get("key-" + strconv.Itoa(rng.IntN(committed))); got == nil {
+			b.Fatal("miss")
+		}
+		if i%1024 == 0 {
+			s.Drop()
+		}
 	}
 }
 

@@ -20,7 +20,7 @@ func seenValue(t *testing.T, expires time.Time) []byte {
 
 func TestStoreOverlayAppliesOnlyOnApply(t *testing.T) {
 	dir := t.TempDir()
-	s, err := openStore(dir, seenExpiry, nil)
+	s, err := openStore(dir, seenExpiry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestStoreOverlayAppliesOnlyOnApply(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err = openStore(dir, seenExpiry, nil)
+	s, err = openStore(dir, seenExpiry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestStoreOverlayAppliesOnlyOnApply(t *testing.T) {
 }
 
 func TestStoreExpiryIndex(t *testing.T) {
-	s, err := openStore(t.TempDir(), seenExpiry, nil)
+	s, err := openStore(t.TempDir(), seenExpiry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestStoreExpiryIndex(t *testing.T) {
 }
 
 func TestStoreWipe(t *testing.T) {
-	s, err := openStore(t.TempDir(), seenExpiry, nil)
+	s, err := openStore(t.TempDir(), seenExpiry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestInstanceIDIsStable(t *testing.T) {
 // the transaction's own Get instead of reading LevelDB again; the entry count
 // and the expiry index must come out as if it had read.
 func TestStoreApplyUsesReadsOfTheTransaction(t *testing.T) {
-	s, err := openStore(t.TempDir(), seenExpiry, nil)
+	s, err := openStore(t.TempDir(), seenExpiry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestStoreApplyUsesReadsOfTheTransaction(t *testing.T) {
 // the changelog offset and the entry count must survive both (the memtable's
 // part comes back from LevelDB's journal).
 func TestStoreReopenKeepsCommittedData(t *testing.T) {
-	s, err := openStore(t.TempDir(), seenExpiry, newBlockCache(1<<20))
+	s, err := openStore(t.TempDir(), seenExpiry)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,6 @@ type Config struct {
 	Threads         int
 	SessionTimeout  time.Duration
 	SweepInterval   time.Duration
-	TableCacheMB    int
 	MemLimitRatio   float64
 	StaleEvents     string
 	Rekey           string
@@ -76,7 +75,6 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.IntVar(&cfg.Threads, "threads", 1, "consumer-group members (stream threads) in this process; exactly-once only")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 10*time.Second, "group session timeout: how long a silent instance keeps its partitions (exactly-once)")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Minute, "how often expired seen records are deleted, in bounded batches (exactly-once)")
-	fs.IntVar(&cfg.TableCacheMB, "table-cache-mb", 16, "MiB of LevelDB block cache shared by all the table partitions this process holds (exactly-once)")
 	fs.Float64Var(&cfg.MemLimitRatio, "memory-limit-ratio", 0.9, "soft memory limit for the Go runtime as a share of the container's (cgroup) memory limit, so the GC works harder before the kernel kills; 0 disables; GOMEMLIMIT wins when set")
 	fs.StringVar(&cfg.StaleEvents, "stale-events", string(dedup.StaleProcess), "unseen events older than --retention: process, skip or dead-letter")
 	fs.StringVar(&cfg.Rekey, "rekey", string(dedup.RekeyAlways), "always: loop events whose record key is not their dedup key to that key's partition; never: judge them in their own partition (only when every copy of an event has the same record key; exactly-once only)")
@@ -185,9 +183,6 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.SweepInterval <= 0 {
 		bad("sweep-interval", "%v must be positive", cfg.SweepInterval)
-	}
-	if cfg.TableCacheMB < 1 || cfg.TableCacheMB > 1<<16 {
-		bad("table-cache-mb", "%d: want 1 to 65536", cfg.TableCacheMB)
 	}
 	if !(cfg.MemLimitRatio >= 0 && cfg.MemLimitRatio <= 1) { // NaN too
 		bad("memory-limit-ratio", "%v: want 0 (off) to 1, e.g. 0.9", cfg.MemLimitRatio)

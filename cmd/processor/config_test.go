@@ -62,7 +62,6 @@ func TestParseConfigNamesTheBadFlag(t *testing.T) {
 		{"bad rekey policy", append(required, "--rekey", "sometimes"), nil, "--rekey:"},
 		{"rekey never at least once", append(required, "--rekey", "never", "--guarantee", "at-least-once"), nil, "--rekey: never needs --guarantee=exactly-once"},
 		{"zero sweep interval", append(required, "--sweep-interval", "0s"), nil, "--sweep-interval:"},
-		{"zero table cache", append(required, "--table-cache-mb", "0"), nil, "--table-cache-mb: 0: want 1 to 65536"},
 		{"memory limit ratio above 1", append(required, "--memory-limit-ratio", "1.5"), nil, "--memory-limit-ratio: 1.5: want 0 (off) to 1"},
 		{"negative memory limit ratio", required, map[string]string{"PROCESSOR_MEMORY_LIMIT_RATIO": "-0.1"}, "--memory-limit-ratio: -0.1"},
 		{"NaN memory limit ratio", append(required, "--memory-limit-ratio", "NaN"), nil, "--memory-limit-ratio: NaN"},

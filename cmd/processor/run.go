@@ -43,7 +43,7 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	case ExactlyOnce:
 		w, err = processor.New(ctx, processor.Config{
 			Brokers: cfg.Brokers, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
-			Threads: cfg.Threads, SessionTimeout: cfg.SessionTimeout, SweepInterval: cfg.SweepInterval, TableCacheBytes: cfg.TableCacheMB << 20, Replication: int16(cfg.Replication), Logger: log,
+			Threads: cfg.Threads, SessionTimeout: cfg.SessionTimeout, SweepInterval: cfg.SweepInterval, Replication: int16(cfg.Replication), Logger: log,
 			Hooks: metrics.NewRuntime(reg, m, cfg.Group),
 		}, topo)
 	default:

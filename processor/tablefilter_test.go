@@ -1,0 +1,96 @@
+package processor
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/syndtr/goleveldb/leveldb/util"
+)
+
+// filterOf generates one filter over keys, as a table writer does.
+func filterOf(keys ...[]byte) []byte {
+	g := newTableFilter().NewGenerator()
+	for _, k := range keys {
+		g.Add(k)
+	}
+	var b util.Buffer
+	g.Generate(&b)
+	return b.Bytes()
+}
+
+func TestTableFilterCoversTableRecordsOnly(t *testing.T) {
+	f := newTableFilter()
+	var data, expiry [][]byte
+	for i := range 1000 {
+		data = append(data, dataKey("evt-"+strconv.Itoa(i)))
+		expiry = append(expiry, expiryKey(int64(i), "evt-"+strconv.Itoa(i)))
+	}
+	both := filterOf(append(append([][]byte{}, data...), expiry...)...)
+	if dataOnly := filterOf(data...); len(both) != len(dataOnly) {
+		t.Fatalf("filter over data and expiry keys is %d bytes, over data keys %d: expiry keys were added", len(both), len(dataOnly))
+	}
+	for _, k := range data {
+		if !f.Contains(both, k) {
+			t.Fatalf("%q was added but the filter says absent", k)
+		}
+	}
+	// Keys it was not built over must still be "may contain", or LevelDB
+	// would skip the tables that hold them.
+	onlyExpiry := filterOf(expiry...)
+	for _, k := range [][]byte{expiry[0], []byte(metaChangelogNext), []byte(metaEntries)} {
+		if !f.Contains(onlyExpiry, k) {
+			t.Fatalf("%q: filter says absent for a key it does not cover", k)
+		}
+	}
+	if f.Contains(onlyExpiry, data[0]) {
+		t.Fatal("a filter of a block without table records says it may hold one")
+	}
+}
+
+// Everything a store reads must be found once it sits in table files, where
+// the filter is consulted (the memtable has none): table records, the
+// metadata and the expiry index.
+func TestStoreReadsItsTableFiles(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openStore(dir, seenExpiry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	const n, expired = 3000, 10
+	for i := range n {
+		exp := now.Add(time.Hour)
+		if i < expired {
+			exp = now.Add(-time.Hour)
+		}
+		s.Set("evt-"+strconv.Itoa(i), seenValue(t, exp))
+	}
+	if err := s.Apply(n); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.CompactRange(util.Range{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = openStore(dir, seenExpiry); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if next, err := s.ChangelogNext(); err != nil || next != n || s.entries != n {
+		t.Fatalf("changelog next %d (%v), entries %d; want %d, %d", next, err, s.entries, n, n)
+	}
+	for i := range n {
+		if v, err := s.Get("evt-" + strconv.Itoa(i)); v == nil || err != nil {
+			t.Fatalf("evt-%d not found in the table files (%v)", i, err)
+		}
+	}
+	if v, _ := s.Get("evt-absent"); v != nil {
+		t.Fatal("a key never written was found")
+	}
+	if keys, err := s.Expired(now.UnixNano(), 100); err != nil || len(keys) != expired {
+		t.Fatalf("expired keys %d (%v), want %d", len(keys), err, expired)
+	}
+}
