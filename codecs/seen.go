@@ -84,6 +84,36 @@ func (r *SeenRecord) UnmarshalBinary(data []byte) error {
 	return nil
 }
 
+// SeenExpiry reads only the expiry of an encoded seen record (unix nanos, 0
+// for none), without allocating: the sweeper reads it for every record it
+// scans. It accepts and rejects exactly what UnmarshalBinary does.
+func SeenExpiry(data []byte) (int64, error) {
+	if len(data) == 0 {
+		return 0, newDecodeError(ErrBadSeen, "empty")
+	}
+	if data[0] != seenVersion1 {
+		return 0, newDecodeError(ErrSeenVersion, fmt.Sprintf("version %d", data[0]))
+	}
+	rd := reader{buf: data[1:]}
+	rd.varint("firstProcessed")
+	rd.varint("eventTime")
+	rd.bytes("aggregateId")
+	rd.bytes("topic")
+	part := rd.varint("partition")
+	rd.varint("offset")
+	exp := rd.varint("expiresAt")
+	if rd.err != nil {
+		return 0, rd.err
+	}
+	if len(rd.buf) != 0 {
+		return 0, newDecodeError(ErrBadSeen, fmt.Sprintf("%d trailing bytes", len(rd.buf)))
+	}
+	if part < -1<<31 || part > 1<<31-1 {
+		return 0, newDecodeError(ErrBadSeen, "partition out of range")
+	}
+	return exp, nil
+}
+
 type reader struct {
 	buf []byte
 	err error
@@ -114,6 +144,21 @@ func (r *reader) str(field string) string {
 	s := string(r.buf[n : n+int(l)])
 	r.buf = r.buf[n+int(l):]
 	return s
+}
+
+// bytes is str without the copy.
+func (r *reader) bytes(field string) []byte {
+	if r.err != nil {
+		return nil
+	}
+	l, n := binary.Uvarint(r.buf)
+	if n <= 0 || l > uint64(len(r.buf)-n) {
+		r.err = newDecodeError(ErrBadSeen, "truncated "+field)
+		return nil
+	}
+	b := r.buf[n : n+int(l)]
+	r.buf = r.buf[n+int(l):]
+	return b
 }
 
 func unixNano(t time.Time) int64 {

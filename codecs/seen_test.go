@@ -27,6 +27,9 @@ func TestSeenRoundTrip(t *testing.T) {
 			got.AggregateID != in.AggregateID || got.Topic != in.Topic || got.Partition != in.Partition || got.Offset != in.Offset {
 			t.Fatalf("round trip: got %+v, want %+v", got, in)
 		}
+		if exp, err := SeenExpiry(data); err != nil || exp != unixNano(in.ExpiresAt) {
+			t.Fatalf("SeenExpiry = %d, %v; want %d", exp, err, unixNano(in.ExpiresAt))
+		}
 	}
 }
 
@@ -47,6 +50,9 @@ func TestSeenDecodeErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := (Seen{}).Decode(tt.data); !errors.Is(err, tt.want) {
 				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+			if _, err := SeenExpiry(tt.data); !errors.Is(err, tt.want) {
+				t.Fatalf("SeenExpiry: err = %v, want %v", err, tt.want)
 			}
 		})
 	}
@@ -70,8 +76,16 @@ func FuzzSeen(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var r SeenRecord
-		if err := r.UnmarshalBinary(data); err != nil {
+		err := r.UnmarshalBinary(data)
+		exp, expErr := SeenExpiry(data)
+		if (err == nil) != (expErr == nil) {
+			t.Fatalf("%x: UnmarshalBinary err %v, SeenExpiry err %v", data, err, expErr)
+		}
+		if err != nil {
 			return
+		}
+		if exp != unixNano(r.ExpiresAt) {
+			t.Fatalf("%x: SeenExpiry %d, record expires %v", data, exp, r.ExpiresAt)
 		}
 		again, err := r.MarshalBinary()
 		if err != nil {

@@ -39,9 +39,11 @@ type Config struct {
 	// MaxBatch commits early once a transaction holds this many produced
 	// records (default 20000), bounding memory and transaction size.
 	MaxBatch int
-	// SweepInterval is how often expired seen records are deleted (default
-	// 1m); SweepBatch bounds the deletions per partition per sweep (default
-	// 1000); a full batch sweeps again at the next commit.
+	// SweepInterval is how often the sweeper scans a sixtieth of each
+	// partition's records for expired ones (default 1m, so a record goes
+	// about an hour after it expired); SweepBatch bounds the deletions per
+	// partition per sweep (default 1000); a full batch sweeps again at the
+	// next commit.
 	SweepInterval time.Duration
 	SweepBatch    int
 

@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -103,11 +102,7 @@ func TableStats(stateDir, tableTopic string) ([]PartitionStats, error) {
 			st.ChangelogNext, err = s.ChangelogNext()
 		}
 		if err == nil {
-			it := db.NewIterator(util.BytesPrefix([]byte{prefixExpiry}), nil)
-			if it.First() {
-				st.NextExpiry = int64(binary.BigEndian.Uint64(it.Key()[1:9]))
-			}
-			it.Release()
+			st.NextExpiry, err = nextExpiry(db)
 		}
 		db.Close()
 		if err != nil {
@@ -116,6 +111,20 @@ func TableStats(stateDir, tableTopic string) ([]PartitionStats, error) {
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// nextExpiry scans every record for the earliest expiry (0 if none): there
+// is no expiry index, and inspecting is rare and offline.
+func nextExpiry(db *leveldb.DB) (int64, error) {
+	it := db.NewIterator(util.BytesPrefix([]byte{prefixData}), &opt.ReadOptions{DontFillCache: true})
+	defer it.Release()
+	var next int64
+	for it.Next() {
+		if exp := seenExpiry(it.Value()); exp > 0 && (next == 0 || exp < next) {
+			next = exp
+		}
+	}
+	return next, it.Error()
 }
 
 // GetLocal looks key up in every local partition of tableTopic (read-only).

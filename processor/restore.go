@@ -11,8 +11,7 @@ import (
 )
 
 // A restore applies the changelog to LevelDB in batches of at most
-// restoreChunk records and restoreChunkBytes of keys and values (about twice
-// that with the expiry index): a batch larger than the memtable would take
+// restoreChunk records and restoreChunkBytes of keys and values: a batch larger than the memtable would take
 // goleveldb's "large batch" path, which writes tables directly. A restore of
 // more than restoreChunk records runs with restoreWriteBuffer memtables.
 const (

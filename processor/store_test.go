@@ -1,10 +1,15 @@
 package processor
 
 import (
+	"encoding/binary"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/lovoo/goka"
+	"github.com/syndtr/goleveldb/leveldb"
+	"github.com/syndtr/goleveldb/leveldb/util"
 
 	"github.com/dedupkit/dedup/codecs"
 )
@@ -60,41 +65,84 @@ func TestStoreOverlayAppliesOnlyOnApply(t *testing.T) {
 	}
 }
 
-func TestStoreExpiryIndex(t *testing.T) {
+func TestStoreExpiredScansInPasses(t *testing.T) {
 	s, err := openStore(t.TempDir(), seenExpiry)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	now := time.Now()
-	s.Set("old", seenValue(t, now.Add(-time.Hour)))
-	s.Set("older", seenValue(t, now.Add(-2*time.Hour)))
-	s.Set("fresh", seenValue(t, now.Add(time.Hour)))
-	s.Set("renewed", seenValue(t, now.Add(-time.Minute)))
+	for i := range 10 { // k0..k9; the even ones expired
+		exp := now.Add(time.Hour)
+		if i%2 == 0 {
+			exp = now.Add(-time.Hour)
+		}
+		s.Set("k"+strconv.Itoa(i), seenValue(t, exp))
+	}
 	if err := s.Apply(-1); err != nil {
 		t.Fatal(err)
 	}
-	// Re-set with a later expiry: the old index entry must go.
-	s.Set("renewed", seenValue(t, now.Add(time.Hour)))
+	// A scan of 4 records sees k0..k3; the next one goes on from k4.
+	keys, done, err := s.Expired(now.UnixNano(), 10, 4)
+	if err != nil || done || !slices.Equal(keys, []string{"k0", "k2"}) {
+		t.Fatalf("first scan: %v done=%v err=%v; want [k0 k2], not done", keys, done, err)
+	}
+	// The batch limit stops a scan early; it resumes after k4.
+	if keys, done, _ = s.Expired(now.UnixNano(), 1, 100); done || !slices.Equal(keys, []string{"k4"}) {
+		t.Fatalf("limited scan: %v done=%v; want [k4], not done", keys, done)
+	}
+	// Records this transaction touched are left alone.
+	s.Set("k6", seenValue(t, now.Add(time.Hour)))
+	if keys, done, _ = s.Expired(now.UnixNano(), 10, 100); !done || !slices.Equal(keys, []string{"k8"}) {
+		t.Fatalf("rest of the pass: %v done=%v; want [k8], done", keys, done)
+	}
+	s.Drop()
+	// The next pass starts over; a renewed record is not expired.
+	s.Set("k0", seenValue(t, now.Add(time.Hour)))
 	if err := s.Apply(-1); err != nil {
 		t.Fatal(err)
 	}
-	keys, err := s.Expired(now.UnixNano(), 10)
+	if keys, done, _ = s.Expired(now.UnixNano(), 10, 100); !done || !slices.Equal(keys, []string{"k2", "k4", "k6", "k8"}) {
+		t.Fatalf("second pass: %v done=%v; want [k2 k4 k6 k8], done", keys, done)
+	}
+}
+
+// A store written by a version with the expiry index loses the index when
+// opened, and keeps its records.
+func TestOpenDropsTheOldExpiryIndex(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openStore(dir, seenExpiry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) != 2 || keys[0] != "older" || keys[1] != "old" {
-		t.Fatalf("expired keys %v, want [older old] in expiry order", keys)
-	}
-	if keys, _ := s.Expired(now.UnixNano(), 1); len(keys) != 1 {
-		t.Fatalf("limit not applied: %v", keys)
-	}
-	s.Delete("older")
-	if err := s.Apply(-1); err != nil {
+	v := seenValue(t, time.Now().Add(time.Hour))
+	s.Set("a", v)
+	if err := s.Apply(7); err != nil {
 		t.Fatal(err)
 	}
-	if keys, _ := s.Expired(now.UnixNano(), 10); len(keys) != 1 || keys[0] != "old" {
-		t.Fatalf("after delete: %v", keys)
+	old := new(leveldb.Batch)
+	for i := range 25000 { // more than one deletion batch
+		old.Put(binary.BigEndian.AppendUint64([]byte{prefixExpiry}, uint64(i)), nil)
+	}
+	if err := s.db.Write(old, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = openStore(dir, seenExpiry); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	it := s.db.NewIterator(util.BytesPrefix([]byte{prefixExpiry}), nil)
+	n := 0
+	for it.Next() {
+		n++
+	}
+	it.Release()
+	next, _ := s.ChangelogNext()
+	if a, _ := s.Get("a"); n != 0 || a == nil || next != 7 || s.entries != 1 {
+		t.Fatalf("after reopen: %d index entries, a=%v, next=%d, entries=%d; want 0, a, 7, 1", n, a != nil, next, s.entries)
 	}
 }
 
@@ -142,7 +190,7 @@ func TestInstanceIDIsStable(t *testing.T) {
 
 // TestStoreApplyUsesReadsOfTheTransaction: Apply takes the old value from
 // the transaction's own Get instead of reading LevelDB again; the entry count
-// and the expiry index must come out as if it had read.
+// and the sweeper's view must come out as if it had read.
 func TestStoreApplyUsesReadsOfTheTransaction(t *testing.T) {
 	s, err := openStore(t.TempDir(), seenExpiry)
 	if err != nil {
@@ -170,7 +218,7 @@ func TestStoreApplyUsesReadsOfTheTransaction(t *testing.T) {
 	s.Drop()
 	s.Set("k", seenValue(t, now.Add(-2*time.Hour)))
 	apply()
-	// Read (hit) then write with a later expiry: the old index entry goes.
+	// Read (hit) then write with a later expiry.
 	if v, _ := s.Get("k"); v == nil {
 		t.Fatal("k not stored")
 	}
@@ -181,7 +229,7 @@ func TestStoreApplyUsesReadsOfTheTransaction(t *testing.T) {
 	if s.entries != 1 {
 		t.Fatalf("entries = %d, want 1", s.entries)
 	}
-	if keys, _ := s.Expired(now.UnixNano(), 10); len(keys) != 0 {
+	if keys, _, _ := s.Expired(now.UnixNano(), 10, 10); len(keys) != 0 {
 		t.Fatalf("expired keys %v after k was renewed, want none", keys)
 	}
 }

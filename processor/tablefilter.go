@@ -3,10 +3,11 @@ package processor
 import "github.com/syndtr/goleveldb/leveldb/filter"
 
 // tableFilter is the bloom filter LevelDB writes into each table file, over
-// the table records ('d' keys) only. The expiry index ('x' keys) is read by
-// iterators, which never consult a filter, so its entries in the filter were
-// half the filter's memory for nothing. Lookups of other keys (metadata)
-// are always "may contain", so they read the table as without a filter.
+// the table records ('d' keys) only: those are what lookups search for.
+// Lookups of other keys (metadata) are always "may contain", so they read
+// the table as without a filter. Tables written by older versions also held
+// an expiry index ('x' keys), read only by iterators, which never consult a
+// filter: half of goleveldb's filter over every key was spent on it.
 //
 // It has a name of its own because a filter's name is stored in each table:
 // tables written before it, with goleveldb's bloom filter over every key,
