@@ -62,8 +62,9 @@ type store struct {
 // LevelDB hit re-read and decompressed the index and filter blocks of every
 // table it searched (about 60 µs per hit over 1M IDs, three quarters of it
 // in those reads). Without a block cache goleveldb pins the index and
-// filter blocks of its open tables instead (about 3 bytes per seen ID) and
-// reads data blocks through the OS page cache: about 16 µs per hit.
+// filter blocks of its open tables instead and reads data blocks through
+// the OS page cache: about 16 µs per hit, and the bench's hold of 10M seen
+// IDs measured 146 MiB RSS instead of 165 with the 16 MiB cache.
 //
 // A bloom filter over the table records (tableFilter), because most
 // lookups that reach LevelDB are misses (key filter false positives, keys
