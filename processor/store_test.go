@@ -23,9 +23,23 @@ func seenValue(t *testing.T, expires time.Time) []byte {
 	return b
 }
 
+// reopened closes s and opens its directory again, as a restarted worker
+// does.
+func reopened(t *testing.T, s *store) *store {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := openStore(s.path, seenExpiry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 func TestStoreOverlayAppliesOnlyOnApply(t *testing.T) {
-	dir := t.TempDir()
-	s, err := openStore(dir, seenExpiry)
+	s, err := openStore(t.TempDir(), seenExpiry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,15 +61,8 @@ func TestStoreOverlayAppliesOnlyOnApply(t *testing.T) {
 	if err := s.Apply(43); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
 
-	s, err = openStore(dir, seenExpiry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s = reopened(t, s)
 	next, _ := s.ChangelogNext()
 	if a, _ := s.Get("a"); a == nil || next != 43 || s.entries != 1 {
 		t.Fatalf("after reopen: a=%v next=%d entries=%d; want a, 43, 1", a != nil, next, s.entries)
@@ -110,8 +117,7 @@ func TestStoreExpiredScansInPasses(t *testing.T) {
 // A store written by a version with the expiry index loses the index when
 // opened, and keeps its records.
 func TestOpenDropsTheOldExpiryIndex(t *testing.T) {
-	dir := t.TempDir()
-	s, err := openStore(dir, seenExpiry)
+	s, err := openStore(t.TempDir(), seenExpiry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,13 +133,7 @@ func TestOpenDropsTheOldExpiryIndex(t *testing.T) {
 	if err := s.db.Write(old, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if s, err = openStore(dir, seenExpiry); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s = reopened(t, s)
 	it := s.db.NewIterator(util.BytesPrefix([]byte{prefixExpiry}), nil)
 	n := 0
 	for it.Next() {

@@ -52,8 +52,7 @@ func TestTableFilterCoversTableRecordsOnly(t *testing.T) {
 // the filter is consulted (the memtable has none): table records and the
 // metadata, and the sweeper's scan.
 func TestStoreReadsItsTableFiles(t *testing.T) {
-	dir := t.TempDir()
-	s, err := openStore(dir, seenExpiry)
+	s, err := openStore(t.TempDir(), seenExpiry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,13 +71,7 @@ func TestStoreReadsItsTableFiles(t *testing.T) {
 	if err := s.db.CompactRange(util.Range{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if s, err = openStore(dir, seenExpiry); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s = reopened(t, s)
 	if next, err := s.ChangelogNext(); err != nil || next != n || s.entries != n {
 		t.Fatalf("changelog next %d (%v), entries %d; want %d, %d", next, err, s.entries, n, n)
 	}
