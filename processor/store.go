@@ -171,7 +171,9 @@ func dropExpiryIndex(db *leveldb.DB) error {
 	it := db.NewIterator(util.BytesPrefix([]byte{prefixExpiry}), &opt.ReadOptions{DontFillCache: true})
 	defer it.Release()
 	b := new(leveldb.Batch)
+	deleted := false
 	for it.Next() {
+		deleted = true
 		b.Delete(bytes.Clone(it.Key()))
 		if b.Len() == 10000 {
 			if err := db.Write(b, nil); err != nil {
@@ -183,10 +185,17 @@ func dropExpiryIndex(db *leveldb.DB) error {
 	if err := it.Error(); err != nil {
 		return fmt.Errorf("drop the old expiry index: %w", err)
 	}
-	if b.Len() == 0 {
+	if b.Len() > 0 {
+		if err := db.Write(b, nil); err != nil {
+			return fmt.Errorf("drop the old expiry index: %w", err)
+		}
+	}
+	if !deleted {
 		return nil
 	}
-	if err := db.Write(b, nil); err != nil {
+	// Compact the range now, or every later open would step over its
+	// tombstones here until LevelDB compacts them on its own.
+	if err := db.CompactRange(*util.BytesPrefix([]byte{prefixExpiry})); err != nil {
 		return fmt.Errorf("drop the old expiry index: %w", err)
 	}
 	return nil

@@ -134,6 +134,10 @@ func TestOpenDropsTheOldExpiryIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = reopened(t, s)
+	// Deleted and compacted away: later opens do not step over tombstones.
+	if size, err := s.db.SizeOf([]util.Range{*util.BytesPrefix([]byte{prefixExpiry})}); err != nil || size.Sum() != 0 {
+		t.Fatalf("the old index still takes %d bytes of table files (%v)", size.Sum(), err)
+	}
 	it := s.db.NewIterator(util.BytesPrefix([]byte{prefixExpiry}), nil)
 	n := 0
 	for it.Next() {
