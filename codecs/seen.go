@@ -49,37 +49,18 @@ func (r *SeenRecord) MarshalBinary() ([]byte, error) {
 // UnmarshalBinary decodes MarshalBinary's output. Errors wrap ErrBadSeen or
 // ErrSeenVersion; it never panics on garbage.
 func (r *SeenRecord) UnmarshalBinary(data []byte) error {
-	if len(data) == 0 {
-		return newDecodeError(ErrBadSeen, "empty")
-	}
-	if data[0] != seenVersion1 {
-		return newDecodeError(ErrSeenVersion, fmt.Sprintf("version %d", data[0]))
-	}
-	rd := reader{buf: data[1:]}
-	first := rd.varint("firstProcessed")
-	event := rd.varint("eventTime")
-	agg := rd.str("aggregateId")
-	topic := rd.str("topic")
-	part := rd.varint("partition")
-	off := rd.varint("offset")
-	exp := rd.varint("expiresAt")
-	if rd.err != nil {
-		return rd.err
-	}
-	if len(rd.buf) != 0 {
-		return newDecodeError(ErrBadSeen, fmt.Sprintf("%d trailing bytes", len(rd.buf)))
-	}
-	if part < -1<<31 || part > 1<<31-1 {
-		return newDecodeError(ErrBadSeen, "partition out of range")
+	f, err := parseSeen(data)
+	if err != nil {
+		return err
 	}
 	*r = SeenRecord{
-		FirstProcessed: fromUnixNano(first),
-		EventTime:      fromUnixNano(event),
-		AggregateID:    agg,
-		Topic:          topic,
-		Partition:      int32(part),
-		Offset:         off,
-		ExpiresAt:      fromUnixNano(exp),
+		FirstProcessed: fromUnixNano(f.first),
+		EventTime:      fromUnixNano(f.event),
+		AggregateID:    string(f.agg),
+		Topic:          string(f.topic),
+		Partition:      int32(f.part),
+		Offset:         f.off,
+		ExpiresAt:      fromUnixNano(f.exp),
 	}
 	return nil
 }
@@ -88,30 +69,44 @@ func (r *SeenRecord) UnmarshalBinary(data []byte) error {
 // for none), without allocating: the sweeper reads it for every record it
 // scans. It accepts and rejects exactly what UnmarshalBinary does.
 func SeenExpiry(data []byte) (int64, error) {
+	f, err := parseSeen(data)
+	return f.exp, err
+}
+
+// seenFields are the fields of an encoded seen record, strings still
+// pointing into it.
+type seenFields struct {
+	first, event, part, off, exp int64
+	agg, topic                   []byte
+}
+
+// parseSeen validates data and splits it into its fields.
+func parseSeen(data []byte) (seenFields, error) {
+	var f seenFields
 	if len(data) == 0 {
-		return 0, newDecodeError(ErrBadSeen, "empty")
+		return f, newDecodeError(ErrBadSeen, "empty")
 	}
 	if data[0] != seenVersion1 {
-		return 0, newDecodeError(ErrSeenVersion, fmt.Sprintf("version %d", data[0]))
+		return f, newDecodeError(ErrSeenVersion, fmt.Sprintf("version %d", data[0]))
 	}
 	rd := reader{buf: data[1:]}
-	rd.varint("firstProcessed")
-	rd.varint("eventTime")
-	rd.bytes("aggregateId")
-	rd.bytes("topic")
-	part := rd.varint("partition")
-	rd.varint("offset")
-	exp := rd.varint("expiresAt")
+	f.first = rd.varint("firstProcessed")
+	f.event = rd.varint("eventTime")
+	f.agg = rd.bytes("aggregateId")
+	f.topic = rd.bytes("topic")
+	f.part = rd.varint("partition")
+	f.off = rd.varint("offset")
+	f.exp = rd.varint("expiresAt")
 	if rd.err != nil {
-		return 0, rd.err
+		return seenFields{}, rd.err
 	}
 	if len(rd.buf) != 0 {
-		return 0, newDecodeError(ErrBadSeen, fmt.Sprintf("%d trailing bytes", len(rd.buf)))
+		return seenFields{}, newDecodeError(ErrBadSeen, fmt.Sprintf("%d trailing bytes", len(rd.buf)))
 	}
-	if part < -1<<31 || part > 1<<31-1 {
-		return 0, newDecodeError(ErrBadSeen, "partition out of range")
+	if f.part < -1<<31 || f.part > 1<<31-1 {
+		return seenFields{}, newDecodeError(ErrBadSeen, "partition out of range")
 	}
-	return exp, nil
+	return f, nil
 }
 
 type reader struct {
@@ -132,21 +127,7 @@ func (r *reader) varint(field string) int64 {
 	return v
 }
 
-func (r *reader) str(field string) string {
-	if r.err != nil {
-		return ""
-	}
-	l, n := binary.Uvarint(r.buf)
-	if n <= 0 || l > uint64(len(r.buf)-n) {
-		r.err = newDecodeError(ErrBadSeen, "truncated "+field)
-		return ""
-	}
-	s := string(r.buf[n : n+int(l)])
-	r.buf = r.buf[n+int(l):]
-	return s
-}
-
-// bytes is str without the copy.
+// bytes reads a length-prefixed string, still pointing into the buffer.
 func (r *reader) bytes(field string) []byte {
 	if r.err != nil {
 		return nil
