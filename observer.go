@@ -20,7 +20,8 @@ type Observer interface {
 	DeadLettered(reason string)
 	// HandlerError: one failed handler attempt.
 	HandlerError()
-	// Rekeyed: the event was looped to the partition of its dedup key.
+	// Rekeyed: the event was looped to the partition of its dedup key (an
+	// event already in that partition is judged in place, not counted).
 	Rekeyed()
 }
 

@@ -70,6 +70,16 @@ type KeyedContext interface {
 	SetValueOf(key string, value any)
 }
 
+// LoopContext is a KeyedContext that knows which partition the loop topic
+// delivers a key to. When it is the partition being processed, the topology
+// judges a re-keyed event at once instead of looping it back to itself: the
+// same store and the same key as after the hop, without its second produce,
+// consume and decode.
+type LoopContext interface {
+	KeyedContext
+	LoopsHere(key string) bool
+}
+
 // HeaderEmitter is a goka.Context that takes emit headers directly. The
 // topology uses it when the runtime offers it; goka's context takes them as
 // a ContextOption.
@@ -216,13 +226,19 @@ func (t *Topology) Process(ctx goka.Context, msg any) {
 	}
 	table := tableOf(ctx, key)
 	if !fromLoop && key != ctx.Key() {
-		if t.Rekey != RekeyNever {
+		switch {
+		case t.Rekey == RekeyNever:
+			if table.keyed == nil {
+				ctx.Fail(errors.New("rekey=never needs a runtime that reads the table by key (the exactly-once runtime)"))
+			}
+		case loopsHere(ctx, key):
+			// The loop would bring the event back to this very partition,
+			// where it would be judged under the same key: judge it now and
+			// save the hop (one event in as many as there are partitions).
+		default:
 			loopback(ctx, key, raw, loopHeaders(recKey, headers, pos))
 			t.Observer.Rekeyed()
 			return
-		}
-		if table.keyed == nil {
-			ctx.Fail(errors.New("rekey=never needs a runtime that reads the table by key (the exactly-once runtime)"))
 		}
 	}
 	t.dedup(ctx, table, &Input{Event: ev, Key: recKey, Headers: headers, Position: pos}, raw)
@@ -239,6 +255,13 @@ type tableRef struct {
 func tableOf(ctx goka.Context, key string) tableRef {
 	kc, _ := ctx.(KeyedContext)
 	return tableRef{ctx: ctx, keyed: kc, key: key}
+}
+
+// loopsHere reports whether the loop topic would deliver key to the
+// partition ctx is processing; false when ctx cannot tell (goka's context).
+func loopsHere(ctx goka.Context, key string) bool {
+	lc, ok := ctx.(LoopContext)
+	return ok && lc.LoopsHere(key)
 }
 
 func (r tableRef) value() any {

@@ -64,6 +64,12 @@ func (c *txnContext) ValueOf(key string) any {
 	return v
 }
 
+// LoopsHere reports whether a record of key sent to the loop topic would
+// come back to this message's partition (dedup.LoopContext).
+func (c *txnContext) LoopsHere(key string) bool {
+	return hashPartition(key, c.m.partitions) == c.msg.Partition
+}
+
 func (c *txnContext) SetValue(value any, options ...goka.ContextOption) {
 	c.setValue(c.Key(), value, c.headers(options))
 }
@@ -176,6 +182,6 @@ func optionHeaders(options []goka.ContextOption) (goka.Headers, error) {
 
 // The topology takes these faster paths when the context offers them.
 var (
-	_ dedup.KeyedContext  = (*txnContext)(nil)
+	_ dedup.LoopContext   = (*txnContext)(nil)
 	_ dedup.HeaderEmitter = (*txnContext)(nil)
 )

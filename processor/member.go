@@ -30,6 +30,7 @@ type member struct {
 	memberName string // transactional.id and static group instance id
 	tableTopic string // the changelog, named once
 	loopTopic  string // <group>-loop, named once (not per looped event)
+	partitions int32  // of the input and the loop topic (copartitioned)
 
 	client      sarama.Client // restore reads
 	group       sarama.ConsumerGroup

@@ -23,10 +23,21 @@ type benchSession struct {
 
 func (s benchSession) Context() context.Context { return s.ctx }
 
-// benchMember is a member with one partition's store and no Kafka: process
+// benchMember is a member with partition 0's store and no Kafka: process
 // runs the topology's callback exactly as in a session, queueing records.
 func benchMember(b *testing.B) (*member, *store) {
 	b.Helper()
+	m := newTestMember(b, newAckProducer(b), 0)
+	return m, m.stores[0]
+}
+
+// benchPartitions is the partition count of test members, as in the bench.
+const benchPartitions = 12
+
+// newTestMember is a member of a group whose topics have benchPartitions
+// partitions, with the stores of the given ones and no Kafka.
+func newTestMember(tb testing.TB, producer sarama.AsyncProducer, partitions ...int32) *member {
+	tb.Helper()
 	topo := &dedup.Topology{Group: "bench", Input: "orders", Output: "orders-deduped", DLQ: "bench-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
 		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward(), HandlerRetries: 3,
@@ -36,16 +47,20 @@ func benchMember(b *testing.B) (*member, *store) {
 	for _, e := range graph.OutputStreams() {
 		cs.outputs[e.Topic()] = e.Codec()
 	}
-	cfg := &Config{Brokers: []string{"unused:9092"}, StateDir: b.TempDir()}
+	cfg := &Config{Brokers: []string{"unused:9092"}, StateDir: tb.TempDir()}
 	cfg.setDefaults()
-	s, err := openStore(b.TempDir(), seenExpiry)
-	if err != nil {
-		b.Fatal(err)
+	m := &member{cfg: cfg, topo: topo, codecs: cs, hooks: NopHooks{}, log: cfg.Logger, memberName: "bench-0",
+		tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: benchPartitions,
+		stores: map[int32]*store{}, txn: newTxnState(), producer: producer, cancelSession: func() {}}
+	for _, p := range partitions {
+		s, err := openStore(tb.TempDir(), seenExpiry)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { s.Close() })
+		m.stores[p] = s
 	}
-	b.Cleanup(func() { s.Close() })
-	m := &member{cfg: cfg, topo: topo, codecs: cs, hooks: NopHooks{}, log: cfg.Logger, memberName: "bench-0", tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(),
-		stores: map[int32]*store{0: s}, txn: newTxnState(), producer: newAckProducer(b), cancelSession: func() {}}
-	return m, s
+	return m
 }
 
 // ackProducer acknowledges every record at once, standing in for the
@@ -153,11 +168,14 @@ func BenchmarkProcess(b *testing.B) {
 	})
 	b.Run("rekey", func(b *testing.B) { // from the input, keyed by aggregate: looped
 		m, s := benchMember(b)
-		msgs := make([]*sarama.ConsumerMessage, 1024)
-		for i := range msgs {
-			msgs[i] = &sarama.ConsumerMessage{Topic: m.topo.Input, Key: []byte("order-" + strconv.Itoa(i/5)),
+		msgs := make([]*sarama.ConsumerMessage, 0, 1024)
+		for i := 0; len(msgs) < cap(msgs); i++ {
+			if hashPartition("evt-bench-"+strconv.Itoa(i), benchPartitions) == 0 {
+				continue // judged in place, not looped
+			}
+			msgs = append(msgs, &sarama.ConsumerMessage{Topic: m.topo.Input, Key: []byte("order-" + strconv.Itoa(i/5)),
 				Value: benchValue(i), Offset: int64(i), Timestamp: time.Now(),
-				Headers: []*sarama.RecordHeader{{Key: []byte("bench-rec"), Value: []byte(strconv.Itoa(i))}}}
+				Headers: []*sarama.RecordHeader{{Key: []byte("bench-rec"), Value: []byte(strconv.Itoa(i))}}})
 		}
 		b.ReportAllocs()
 		b.ResetTimer()

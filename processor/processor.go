@@ -56,7 +56,8 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Processor, err
 	p := &Processor{cfg: cfg, topo: topo, partitions: partitions}
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
-		m := &member{cfg: &p.cfg, topo: topo, codecs: codecs, hooks: cfg.Hooks, memberName: name, tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(),
+		m := &member{cfg: &p.cfg, topo: topo, codecs: codecs, hooks: cfg.Hooks, memberName: name,
+			tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: partitions,
 			log: cfg.Logger.With("member", name), producerCfg: producerConfig(&cfg, name)}
 		if err := m.connect(); err != nil {
 			p.close()
@@ -92,8 +93,21 @@ func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int3
 // HashPartition is the table partition of key when it was re-keyed through
 // the loop topic (FNV-1a, as goka and sarama hash). Records the producers
 // keyed by their dedup key sit where the producer's partitioner put them.
-func (p *Processor) HashPartition(key string) int32 {
-	part, _ := sarama.NewHashPartitioner("").Partition(&sarama.ProducerMessage{Key: sarama.StringEncoder(key)}, p.partitions)
+func (p *Processor) HashPartition(key string) int32 { return hashPartition(key, p.partitions) }
+
+// hashPartition is sarama's hash partitioner (the one the producer sends
+// looped records with: FNV-1a, its sign dropped the way sarama drops it)
+// without its allocations: it runs for every re-keyed event.
+func hashPartition(key string, partitions int32) int32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= 16777619
+	}
+	part := int32(h) % partitions
+	if part < 0 {
+		part = -part
+	}
 	return part
 }
 
