@@ -11,7 +11,7 @@ import (
 func TestSameEventTwiceGivesOneOutput(t *testing.T) {
 	e := newEnv(t, 3)
 	obs := &counter{}
-	group := unique("g")
+	group := e.group("g")
 	e.start(e.topology(group, obs), t.TempDir())
 	e.produce(event("e1", "order-1"), event("e1", "order-1"), event("e2", "order-2"))
 	e.waitProcessed(group)
@@ -28,7 +28,7 @@ func TestSameEventTwiceGivesOneOutput(t *testing.T) {
 func TestSameEventUnderTwoGroupsIsProcessedByEach(t *testing.T) {
 	e := newEnv(t, 3)
 	settlement, notification := &counter{}, &counter{}
-	g1, g2 := unique("settlement"), unique("notification")
+	g1, g2 := e.group("settlement"), e.group("notification")
 	e.start(e.topology(g1, settlement), t.TempDir())
 	e.start(e.topology(g2, notification), t.TempDir())
 	e.produce(event("e1", "order-1"), event("e1", "order-1"))
@@ -48,7 +48,7 @@ func TestSameEventUnderTwoGroupsIsProcessedByEach(t *testing.T) {
 func TestRepublishedEventIsSkipped(t *testing.T) {
 	e := newEnv(t, 3)
 	obs := &counter{}
-	group := unique("g")
+	group := e.group("g")
 	e.start(e.topology(group, obs), t.TempDir())
 	first := e.produce(event("e1", "order-1"), event("e2", "order-2"))
 	e.waitProcessed(group)
@@ -69,7 +69,7 @@ func TestRepublishedEventIsSkipped(t *testing.T) {
 
 func TestTableRebuiltFromChangelogAfterStateDirLoss(t *testing.T) {
 	e := newEnv(t, 3)
-	group := unique("g")
+	group := e.group("g")
 	state := t.TempDir()
 	w := e.start(e.topology(group, &counter{}), state)
 	e.produce(event("e1", "a"), event("e2", "b"), event("e3", "c"), event("e4", "d"))
@@ -108,7 +108,7 @@ func TestTableRebuiltFromChangelogAfterStateDirLoss(t *testing.T) {
 func TestBadInputIsDeadLettered(t *testing.T) {
 	e := newEnv(t, 1)
 	obs := &counter{}
-	group := unique("g")
+	group := e.group("g")
 	topo := e.topology(group, obs)
 	e.start(topo, t.TempDir())
 	bad := []struct {

@@ -34,7 +34,7 @@ var listenRE = regexp.MustCompile(`msg="http listening" addr=(\S+)`)
 func TestWorkerBinaryEndToEnd(t *testing.T) {
 	e := newEnv(t, 3)
 	bin := buildProcessor(t)
-	group := unique("bin")
+	group := e.group("bin")
 
 	cmd := exec.Command(bin, "run",
 		"--brokers", strings.Join(e.brokers, ","), "--group", group,

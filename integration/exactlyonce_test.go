@@ -65,7 +65,7 @@ func (e *env) exactlyOnce(want []kafkatest.Record) {
 
 func TestExactlyOnceFaultBeforeCommit(t *testing.T) {
 	e := newEnv(t, 3)
-	group := unique("eos-fault")
+	group := e.group("eos-fault")
 	state := t.TempDir()
 	topo := e.topology(group, &counter{})
 	in := events("f", 30)
@@ -125,7 +125,7 @@ func TestExactlyOnceFaultBeforeCommit(t *testing.T) {
 
 func TestExactlyOnceRebalanceRestoresFromChangelog(t *testing.T) {
 	e := newEnv(t, 6)
-	group := unique("eos-rebalance")
+	group := e.group("eos-rebalance")
 	stateA, stateB := t.TempDir(), t.TempDir()
 	obsA, hooksA := &counter{}, &tableHooks{}
 	e.startEOS(e.topology(group, obsA), processor.Config{StateDir: stateA, Hooks: hooksA})
@@ -176,7 +176,7 @@ func TestExactlyOnceRebalanceRestoresFromChangelog(t *testing.T) {
 
 func TestExactlyOnceWithTwoThreads(t *testing.T) {
 	e := newEnv(t, 4)
-	group := unique("eos-threads")
+	group := e.group("eos-threads")
 	obs := &counter{}
 	e.startEOS(e.topology(group, obs), processor.Config{StateDir: t.TempDir(), Threads: 2})
 	in := events("t", 200)
@@ -218,7 +218,7 @@ func highWaterMarks(t *testing.T, brokers []string, topic string) int64 {
 // changelog and still skips every re-published copy.
 func TestExactlyOnceWithoutRekey(t *testing.T) {
 	e := newEnv(t, 4)
-	group := unique("eos-norekey")
+	group := e.group("eos-norekey")
 	topo := e.topology(group, &counter{})
 	topo.Rekey = dedup.RekeyNever
 	w := e.startEOS(topo, processor.Config{StateDir: t.TempDir()})

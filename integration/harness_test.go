@@ -78,10 +78,37 @@ type env struct {
 
 func newEnv(t *testing.T, partitions int32) *env {
 	e := &env{t: t, brokers: brokers(t), input: unique("in"), output: unique("out")}
+	dropTopics(t, e.brokers, e.input, e.output)
 	if err := kafkatest.CreateTopic(e.brokers, e.input, partitions); err != nil {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// group names a new consumer group whose topics (table, loop and the
+// default dead-letter topic) are deleted when the test ends.
+func (e *env) group(prefix string) string {
+	g := unique(prefix)
+	dropTopics(e.t, e.brokers, g+"-table", g+"-loop", g+"-dlq")
+	return g
+}
+
+// dropTopics deletes topics when the test ends, after the workers it
+// started stopped (cleanups run last registered first), so runs against a
+// long-lived broker do not pile up topics: a `make test` used to leave
+// hundreds of partitions behind, and a local broker with a few thousand
+// took more than kafka.sh's 90 s to start. A failed test keeps its topics
+// for inspection.
+func dropTopics(t *testing.T, brokers []string, topics ...string) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("keeping topics %v for inspection", topics)
+			return
+		}
+		if err := kafkatest.DeleteTopics(brokers, topics...); err != nil {
+			t.Logf("deleting the test's topics: %v", err)
+		}
+	})
 }
 
 func (e *env) topology(group string, obs dedup.Observer) *dedup.Topology {

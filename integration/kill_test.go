@@ -17,7 +17,7 @@ type killResult struct {
 func killScenario(t *testing.T, guarantee string, kills int) killResult {
 	e := newEnv(t, 6)
 	bin := buildProcessor(t)
-	group := unique("kill-" + guarantee)
+	group := e.group("kill-" + guarantee)
 	state := t.TempDir()
 	args := workerArgs(e, group, state, "--guarantee", guarantee, "--session-timeout", "3s")
 

@@ -45,7 +45,7 @@ func (e *env) waitInactive(group string) {
 func TestReplayAndInspection(t *testing.T) {
 	e := newEnv(t, 3)
 	bin := buildProcessor(t)
-	group := unique("replay")
+	group := e.group("replay")
 	state := t.TempDir()
 	args := workerArgs(e, group, state, "--session-timeout", "3s")
 	in := events("p", 20)

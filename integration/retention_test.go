@@ -100,7 +100,7 @@ func liveValues(t *testing.T, brokers []string, topic string) (live, values int)
 
 func TestExpiredRecordsAreSweptCompactedAndNotRestored(t *testing.T) {
 	e := newEnv(t, 2)
-	group := unique("expiry")
+	group := e.group("expiry")
 	topo := e.topology(group, &counter{})
 	topo.Table.Retention = 2 * time.Second
 	// The table topic, made compactable within the test's time.
@@ -175,7 +175,7 @@ func TestStaleEventPolicies(t *testing.T) {
 	for _, policy := range []dedup.StalePolicy{dedup.StaleProcess, dedup.StaleSkip, dedup.StaleDeadLetter} {
 		t.Run(string(policy), func(t *testing.T) {
 			e := newEnv(t, 1)
-			group := unique("stale")
+			group := e.group("stale")
 			obs := &counter{}
 			topo := e.topology(group, obs)
 			topo.StaleEvents = policy
@@ -207,7 +207,7 @@ func TestStaleEventPolicies(t *testing.T) {
 func TestRetentionWarningAndStrictRefusal(t *testing.T) {
 	e := newEnv(t, 1) // broker default retention.ms: 7 days
 	bin := buildProcessor(t)
-	group := unique("ret")
+	group := e.group("ret")
 	p := startProc(t, bin, workerArgs(e, group, t.TempDir(), "--retention", "1h")...)
 	p.term()
 	if !strings.Contains(p.logs.String(), "--retention 1h0m0s is shorter than retention.ms") {

@@ -23,6 +23,7 @@ import (
 func verifyPair(t *testing.T, bs []string, in, out []kafkatest.Record) (inTopic, outTopic string, inRecs, outRecs []kafkatest.Record) {
 	t.Helper()
 	inTopic, outTopic = unique("vin"), unique("vout")
+	dropTopics(t, bs, inTopic, outTopic)
 	var err error
 	for _, topic := range []string{inTopic, outTopic} {
 		if err = kafkatest.CreateTopic(bs, topic, 3); err != nil {
@@ -61,6 +62,7 @@ func TestVerifyCleanTopics(t *testing.T) {
 		[]kafkatest.Record{event("e1", "a"), event("e1", "a"), event("e2", "b"), junk, event("e3", "c"), event("e2", "b")},
 		[]kafkatest.Record{event("e1", "a"), event("e2", "b"), event("e3", "c")})
 	dlq := unique("vdlq")
+	dropTopics(t, bs, dlq)
 	if err := kafkatest.CreateTopic(bs, dlq, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +123,7 @@ func TestVerifyTransactionalOutput(t *testing.T) {
 	}
 	in, _, _, _ := verifyPair(t, bs, ins, nil)
 	out := unique("vtxn")
+	dropTopics(t, bs, out)
 	if err := kafkatest.CreateTopic(bs, out, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +266,7 @@ func TestVerifyBinary(t *testing.T) {
 // aggregate, so events go through the loop topic; one record is malformed.
 func TestVerifyAtLeastOnceWorker(t *testing.T) {
 	e := newEnv(t, 3)
-	group := unique("verify")
+	group := e.group("verify")
 	e.start(e.topology(group, &counter{}), t.TempDir())
 	e.produce(event("e1", "a"), event("e2", "a"), event("e1", "a"), kafkatest.Record{Key: "x", Value: []byte("{}")},
 		event("e3", "b"), event("e2", "a"))

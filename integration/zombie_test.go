@@ -12,7 +12,7 @@ import (
 func TestZombieInstanceIsFenced(t *testing.T) {
 	e := newEnv(t, 6)
 	bin := buildProcessor(t)
-	group := unique("zombie")
+	group := e.group("zombie")
 	a := startProc(t, bin, workerArgs(e, group, t.TempDir(), "--session-timeout", "3s")...)
 	b := startProc(t, bin, workerArgs(e, group, t.TempDir(), "--session-timeout", "3s")...)
 

@@ -62,6 +62,22 @@ func CreateTopic(brokers []string, topic string, partitions int32) error {
 	}
 }
 
+// DeleteTopics deletes topics; one that does not exist is not an error.
+func DeleteTopics(brokers []string, topics ...string) error {
+	admin, err := sarama.NewClusterAdmin(brokers, Config())
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	var errs []error
+	for _, topic := range topics {
+		if err := admin.DeleteTopic(topic); err != nil && !errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+			errs = append(errs, fmt.Errorf("delete topic %s: %w", topic, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Produce writes recs in order (keyed records go to the key's hash
 // partition) and returns them with partitions and offsets filled in.
 func Produce(brokers []string, topic string, recs []Record) ([]Record, error) {
