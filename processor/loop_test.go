@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -100,12 +101,12 @@ func TestReKeyedEventIsJudgedWhereTheLoopWouldBringIt(t *testing.T) {
 		prod := &recordingProducer{in: make(chan *sarama.ProducerMessage, 64)}
 		m := newTestMember(t, prod, home, other)
 		m.process(sess, input(home, "order-a"))
-		if got := topics(prod.sent()); !equal(got, processed) {
+		if got := topics(prod.sent()); !slices.Equal(got, processed) {
 			t.Fatalf("event in its dedup key's partition sent %v, want %v (no loop record)", got, processed)
 		}
 		m.process(sess, input(other, "order-b"))
 		recs := prod.sent()
-		if got := topics(recs); !equal(got, []string{"bench-loop"}) {
+		if got := topics(recs); !slices.Equal(got, []string{"bench-loop"}) {
 			t.Fatalf("copy in partition %d sent %v, want one loop record", other, got)
 		}
 		m.process(sess, looped(t, recs[0]))
@@ -118,11 +119,11 @@ func TestReKeyedEventIsJudgedWhereTheLoopWouldBringIt(t *testing.T) {
 		m := newTestMember(t, prod, home, other)
 		m.process(sess, input(other, "order-b"))
 		recs := prod.sent()
-		if got := topics(recs); !equal(got, []string{"bench-loop"}) {
+		if got := topics(recs); !slices.Equal(got, []string{"bench-loop"}) {
 			t.Fatalf("event in partition %d sent %v, want one loop record", other, got)
 		}
 		m.process(sess, looped(t, recs[0]))
-		if got := topics(prod.sent()); !equal(got, processed) {
+		if got := topics(prod.sent()); !slices.Equal(got, processed) {
 			t.Fatalf("looped event sent %v, want %v", got, processed)
 		}
 		m.process(sess, input(home, "order-a"))
@@ -130,16 +131,4 @@ func TestReKeyedEventIsJudgedWhereTheLoopWouldBringIt(t *testing.T) {
 			t.Fatalf("copy in its dedup key's partition sent %v, want nothing (a duplicate)", got)
 		}
 	})
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
