@@ -11,9 +11,10 @@ import (
 )
 
 // A restore applies the changelog to LevelDB in batches of at most
-// restoreChunk records and restoreChunkBytes of keys and values: a batch larger than the memtable would take
-// goleveldb's "large batch" path, which writes tables directly. A restore of
-// more than restoreChunk records runs with restoreWriteBuffer memtables.
+// restoreChunk records and restoreChunkBytes of keys and values: a batch
+// larger than the memtable would take goleveldb's "large batch" path, which
+// writes tables directly. A restore of more than restoreChunk records runs
+// with restoreWriteBuffer memtables.
 const (
 	restoreChunk      = 10000
 	restoreChunkBytes = restoreWriteBuffer / 4

@@ -168,6 +168,13 @@ func dataKey(key string) []byte {
 // 1.7 µs per first-seen event, and twice the compaction) to save a scan that
 // costs about 0.3 µs per stored ID once per sweep pass (BenchmarkSweepScan).
 func dropExpiryIndex(db *leveldb.DB) error {
+	if err := deleteExpiryIndex(db); err != nil {
+		return fmt.Errorf("drop the old expiry index: %w", err)
+	}
+	return nil
+}
+
+func deleteExpiryIndex(db *leveldb.DB) error {
 	it := db.NewIterator(util.BytesPrefix([]byte{prefixExpiry}), &opt.ReadOptions{DontFillCache: true})
 	defer it.Release()
 	b := new(leveldb.Batch)
@@ -177,28 +184,23 @@ func dropExpiryIndex(db *leveldb.DB) error {
 		b.Delete(bytes.Clone(it.Key()))
 		if b.Len() == 10000 {
 			if err := db.Write(b, nil); err != nil {
-				return fmt.Errorf("drop the old expiry index: %w", err)
+				return err
 			}
 			b.Reset()
 		}
 	}
 	if err := it.Error(); err != nil {
-		return fmt.Errorf("drop the old expiry index: %w", err)
-	}
-	if b.Len() > 0 {
-		if err := db.Write(b, nil); err != nil {
-			return fmt.Errorf("drop the old expiry index: %w", err)
-		}
+		return err
 	}
 	if !deleted {
 		return nil
 	}
+	if err := db.Write(b, nil); err != nil {
+		return err
+	}
 	// Compact the range now, or every later open would step over its
 	// tombstones here until LevelDB compacts them on its own.
-	if err := db.CompactRange(*util.BytesPrefix([]byte{prefixExpiry})); err != nil {
-		return fmt.Errorf("drop the old expiry index: %w", err)
-	}
-	return nil
+	return db.CompactRange(*util.BytesPrefix([]byte{prefixExpiry}))
 }
 
 // Expired scans up to scan table records from where its last call stopped
