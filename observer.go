@@ -20,8 +20,9 @@ type Observer interface {
 	DeadLettered(reason string)
 	// HandlerError: one failed handler attempt.
 	HandlerError()
-	// Rekeyed: the event was looped to the partition of its dedup key (an
-	// event already in that partition is judged in place, not counted).
+	// Rekeyed: the event was looped to the partition of its dedup key. The
+	// exactly-once runtime judges at once, without counting here, an event
+	// whose dedup key's partition the same member owns.
 	Rekeyed()
 }
 

@@ -61,23 +61,32 @@ const (
 	RekeyNever RekeyPolicy = "never"
 )
 
+// KeyedTable reads and writes one partition of the group table under any key.
+type KeyedTable interface {
+	ValueOf(key string) any
+	SetValueOf(key string, value any)
+}
+
 // KeyedContext is a goka.Context that reads and writes the group table under
 // a key other than the record's, in the record's partition. goka's own
 // context cannot, so RekeyNever runs only under the exactly-once runtime.
 type KeyedContext interface {
 	goka.Context
-	ValueOf(key string) any
-	SetValueOf(key string, value any)
+	KeyedTable
 }
 
-// LoopContext is a KeyedContext that knows which partition the loop topic
-// delivers a key to. When it is the partition being processed, the topology
-// judges a re-keyed event at once instead of looping it back to itself: the
-// same store and the same key as after the hop, without its second produce,
-// consume and decode.
+// LoopContext is a goka.Context of a runtime that can judge a re-keyed event
+// where the loop would take it. LoopTable returns the table partition the
+// loop topic delivers key to, when the runtime owns that partition and
+// writes it in the same transaction as the message being processed; false
+// otherwise. The topology then judges the event there at once: the same
+// store and the same key as after the hop, without the hop's loop record,
+// second consume and second decode. The exactly-once runtime commits all the
+// partitions of a member in one transaction, so with one member every
+// re-keyed event takes this path, with N members about one in N.
 type LoopContext interface {
-	KeyedContext
-	LoopsHere(key string) bool
+	goka.Context
+	LoopTable(key string) (KeyedTable, bool)
 }
 
 // HeaderEmitter is a goka.Context that takes emit headers directly. The
@@ -231,37 +240,43 @@ func (t *Topology) Process(ctx goka.Context, msg any) {
 			if table.keyed == nil {
 				ctx.Fail(errors.New("rekey=never needs a runtime that reads the table by key (the exactly-once runtime)"))
 			}
-		case loopsHere(ctx, key):
-			// The loop would bring the event back to this very partition,
-			// where it would be judged under the same key: judge it now and
-			// save the hop (one event in as many as there are partitions).
 		default:
-			loopback(ctx, key, raw, loopHeaders(recKey, headers, pos))
-			t.Observer.Rekeyed()
-			return
+			lt, ok := loopTable(ctx, key)
+			if !ok {
+				loopback(ctx, key, raw, loopHeaders(recKey, headers, pos))
+				t.Observer.Rekeyed()
+				return
+			}
+			table.keyed = lt
 		}
 	}
 	t.dedup(ctx, table, &Input{Event: ev, Key: recKey, Headers: headers, Position: pos}, raw)
 }
 
 // tableRef is the dedup table record of one key, read and written through
-// the record's own key when it is the dedup key, else through KeyedContext.
+// the record's own key when it is the dedup key, else through keyed.
 type tableRef struct {
 	ctx   goka.Context
-	keyed KeyedContext // nil: ctx is not one
+	keyed KeyedTable // the record's partition (KeyedContext) or the loop's (LoopContext); nil: neither
 	key   string
 }
 
 func tableOf(ctx goka.Context, key string) tableRef {
-	kc, _ := ctx.(KeyedContext)
-	return tableRef{ctx: ctx, keyed: kc, key: key}
+	r := tableRef{ctx: ctx, key: key}
+	if kc, ok := ctx.(KeyedContext); ok {
+		r.keyed = kc
+	}
+	return r
 }
 
-// loopsHere reports whether the loop topic would deliver key to the
-// partition ctx is processing; false when ctx cannot tell (goka's context).
-func loopsHere(ctx goka.Context, key string) bool {
+// loopTable is the table partition the loop would deliver key to, when the
+// runtime owns it (see LoopContext); false when ctx cannot tell (goka's).
+func loopTable(ctx goka.Context, key string) (KeyedTable, bool) {
 	lc, ok := ctx.(LoopContext)
-	return ok && lc.LoopsHere(key)
+	if !ok {
+		return nil, false
+	}
+	return lc.LoopTable(key)
 }
 
 func (r tableRef) value() any {

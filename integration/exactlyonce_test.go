@@ -174,17 +174,68 @@ func TestExactlyOnceRebalanceRestoresFromChangelog(t *testing.T) {
 	}
 }
 
+// TestExactlyOnceWithTwoThreads runs two members of two partitions each. An
+// event keyed by aggregate whose ID hashes to a partition of the member that
+// reads it is judged at once; the others go through the loop topic to the
+// other member. Both paths are taken, and every event comes out once.
 func TestExactlyOnceWithTwoThreads(t *testing.T) {
 	e := newEnv(t, 4)
 	group := e.group("eos-threads")
 	obs := &counter{}
-	e.startEOS(e.topology(group, obs), processor.Config{StateDir: t.TempDir(), Threads: 2})
+	topo := e.topology(group, obs)
+	e.startEOS(topo, processor.Config{StateDir: t.TempDir(), Threads: 2})
 	in := events("t", 200)
 	e.produce(append(in, in[:50]...)...)
 	e.waitProcessed(group)
 	e.exactlyOnce(in)
 	if processed, skipped := obs.counts(); processed != 200 || skipped != 50 {
 		t.Fatalf("processed %d, skipped %d; want 200 and 50", processed, skipped)
+	}
+	if looped := obs.looped(); looped == 0 || looped == 250 {
+		t.Fatalf("%d of 250 events looped; want some looped to the other member and some judged at once", looped)
+	}
+	if recs := highWaterMarks(t, e.brokers, topo.LoopTopic()); recs == 0 {
+		t.Fatalf("nothing in %s; events owned by the other member must go through it", topo.LoopTopic())
+	}
+}
+
+// TestExactlyOnceOneMemberJudgesReKeyedEventsInPlace: a member that owns
+// every partition judges each event keyed by aggregate in its event ID's
+// table partition without the loop topic, and a second instance, restoring
+// those partitions from the changelog, skips every copy.
+func TestExactlyOnceOneMemberJudgesReKeyedEventsInPlace(t *testing.T) {
+	e := newEnv(t, 4)
+	group := e.group("eos-inplace")
+	obs := &counter{}
+	topo := e.topology(group, obs)
+	w := e.startEOS(topo, processor.Config{StateDir: t.TempDir()})
+	in := events("ip", 200)
+	e.produce(append(in, in[:50]...)...)
+	e.waitProcessed(group)
+	e.exactlyOnce(in)
+	if processed, skipped := obs.counts(); processed != 200 || skipped != 50 {
+		t.Fatalf("processed %d, skipped %d; want 200 and 50", processed, skipped)
+	}
+	if looped := obs.looped(); looped != 0 {
+		t.Fatalf("%d events looped; one member owns every partition", looped)
+	}
+	if recs := highWaterMarks(t, e.brokers, topo.LoopTopic()); recs != 0 {
+		t.Fatalf("%d records in %s; one member owns every partition", recs, topo.LoopTopic())
+	}
+
+	// Two members now, on empty state dirs: each restores its partitions
+	// and loops what the other owns; every copy was seen.
+	w.stop(t)
+	obs2 := &counter{}
+	e.startEOS(e.topology(group, obs2), processor.Config{StateDir: t.TempDir(), Threads: 2})
+	e.produce(in...)
+	e.waitProcessed(group)
+	e.exactlyOnce(in)
+	if processed, skipped := obs2.counts(); processed != 0 || skipped != 200 {
+		t.Fatalf("after restore: processed %d, skipped %d; want 0 and 200", processed, skipped)
+	}
+	if obs2.looped() == 0 {
+		t.Fatal("no event looped with two members; the restore check did not cover the loop path")
 	}
 }
 

@@ -62,6 +62,13 @@ func (c *counter) DeadLettered(reason string) {
 	c.dead[reason]++
 }
 
+// looped is how many events were sent through the loop topic.
+func (c *counter) looped() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rekeys
+}
+
 func (c *counter) counts() (processed, skipped int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -35,7 +35,7 @@ func New(reg prometheus.Registerer, group string) *Metrics {
 		expired:     counter("expired_reprocessed_total", "Events whose seen record had expired, processed again."),
 		tooOld:      counter("events_too_old_total", "Unseen events older than the retention: the table cannot judge them."),
 		handlerErrs: counter("handler_errors_total", "Failed handler attempts (retries included)."),
-		rekeyed:     counter("events_rekeyed_total", "Events looped to the partition of their dedup key (not those already in it)."),
+		rekeyed:     counter("events_rekeyed_total", "Events looped to the partition of their dedup key (not those judged at once by the member that owns it)."),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "dedup", Name: "dead_lettered_total",
 			Help: "Records written to the dead-letter topic, by reason.", ConstLabels: labels}, []string{"reason"}),
 		entries: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dedup", Name: "table_entries",

@@ -18,7 +18,8 @@ import (
 var ErrUnsupported = errors.New("not supported by the exactly-once runtime")
 
 // manualPartition marks produced messages whose partition is set by the
-// runtime (changelog records: the same partition number as the input).
+// runtime: changelog records (the table partition they belong to) and loop
+// records (hashPartition of the key, the partition LoopTable judges in).
 type manualPartition struct{}
 
 // txnContext is the goka.Context of one message under the exactly-once
@@ -29,8 +30,8 @@ type txnContext struct {
 	m     *member
 	ctx   context.Context
 	msg   *sarama.ConsumerMessage
-	key   string // msg.Key as a string, converted once
-	store *store
+	key   string          // msg.Key as a string, converted once
+	table *partitionTable // of msg.Partition
 }
 
 // failure carries Fail's error out of the callback by panic, as goka does.
@@ -49,49 +50,27 @@ func (c *txnContext) Value() any { return c.ValueOf(c.Key()) }
 
 // ValueOf reads the table record of key in this message's partition
 // (dedup.KeyedContext, for topologies that do not re-key).
-func (c *txnContext) ValueOf(key string) any {
-	data, err := c.store.Get(key)
-	if err != nil {
-		c.Fail(fmt.Errorf("read table: %w", err))
-	}
-	if data == nil {
-		return nil
-	}
-	v, err := c.m.codecs.table.Decode(data)
-	if err != nil {
-		c.Fail(fmt.Errorf("decode table value of %q: %w", key, err))
-	}
-	return v
-}
+func (c *txnContext) ValueOf(key string) any { return c.table.ValueOf(key) }
 
-// LoopsHere reports whether a record of key sent to the loop topic would
-// come back to this message's partition (dedup.LoopContext).
-func (c *txnContext) LoopsHere(key string) bool {
-	return hashPartition(key, c.m.partitions) == c.msg.Partition
+// LoopTable is the table partition a record of key sent to the loop topic
+// would come back to, when this member owns it (dedup.LoopContext).
+func (c *txnContext) LoopTable(key string) (dedup.KeyedTable, bool) {
+	t := c.m.tables[hashPartition(key, c.m.partitions)]
+	if t == nil {
+		return nil, false
+	}
+	return t, true
 }
 
 func (c *txnContext) SetValue(value any, options ...goka.ContextOption) {
-	c.setValue(c.Key(), value, c.headers(options))
+	c.table.set(c.Key(), value, c.headers(options))
 }
 
 // SetValueOf writes the table record of key in this message's partition.
-func (c *txnContext) SetValueOf(key string, value any) { c.setValue(key, value, nil) }
-
-func (c *txnContext) setValue(key string, value any, headers goka.Headers) {
-	if value == nil {
-		c.Fail(errors.New("cannot set nil as value"))
-	}
-	data, err := c.m.codecs.table.Encode(value)
-	if err != nil {
-		c.Fail(fmt.Errorf("encode table value: %w", err))
-	}
-	c.store.Set(key, data)
-	c.m.queueChangelog(c.msg.Partition, key, data, headers)
-}
+func (c *txnContext) SetValueOf(key string, value any) { c.table.set(key, value, nil) }
 
 func (c *txnContext) Delete(options ...goka.ContextOption) {
-	c.store.Delete(c.Key())
-	c.m.queueChangelog(c.msg.Partition, c.Key(), nil, c.headers(options))
+	c.table.delete(c.Key(), c.headers(options))
 }
 
 func (c *txnContext) Emit(topic goka.Stream, key string, value any, options ...goka.ContextOption) {
@@ -116,7 +95,7 @@ func (c *txnContext) LoopbackWithHeaders(key string, value any, headers goka.Hea
 	if c.m.codecs.loop == nil {
 		c.Fail(errors.New("no Loop edge in the group graph"))
 	}
-	c.m.queue(c.m.loopTopic, key, c.encode(c.m.codecs.loop, value), headers)
+	c.m.queueLoop(key, c.encode(c.m.codecs.loop, value), headers)
 }
 
 func (c *txnContext) encode(codec goka.Codec, value any) []byte {
@@ -142,7 +121,7 @@ func (c *txnContext) DeferCommit() func(error) {
 
 // Fail stops the callback; the member aborts the transaction and the
 // processor stops with err, like goka's.
-func (c *txnContext) Fail(err error) { panic(&failure{err: err}) }
+func (c *txnContext) Fail(err error) { fail(err) }
 
 func (c *txnContext) headers(options []goka.ContextOption) goka.Headers {
 	if len(options) == 0 {

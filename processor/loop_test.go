@@ -53,10 +53,11 @@ func (p *recordingProducer) sent() []*sarama.ProducerMessage {
 }
 
 // An event whose record key is not its dedup key is judged at once when the
-// loop would bring it back to its own partition, and in the same store as
-// a copy that did go through the loop: whichever copy comes first is
-// processed, the other is a duplicate.
-func TestReKeyedEventIsJudgedWhereTheLoopWouldBringIt(t *testing.T) {
+// member owns the table partition its dedup key hashes to, in the same store
+// a copy that went through the loop is judged in: whichever copy comes first
+// is processed, the other is a duplicate. A member that does not own that
+// partition loops the event there.
+func TestReKeyedEventIsJudgedInItsDedupKeysPartition(t *testing.T) {
 	// Event i's ID hashes to home; other is any other partition.
 	i := 0
 	for hashPartition("evt-bench-"+strconv.Itoa(i), benchPartitions) == 0 {
@@ -68,21 +69,8 @@ func TestReKeyedEventIsJudgedWhereTheLoopWouldBringIt(t *testing.T) {
 		return &sarama.ConsumerMessage{Topic: "orders", Partition: p, Offset: 5, Key: []byte(key),
 			Value: benchValue(i), Timestamp: time.Now()}
 	}
-	// looped is the loop record as the loop topic delivers it.
-	looped := func(t *testing.T, rec *sarama.ProducerMessage) *sarama.ConsumerMessage {
-		key, _ := rec.Key.Encode()
-		value, _ := rec.Value.Encode()
-		msg := &sarama.ConsumerMessage{Topic: rec.Topic, Partition: hashPartition(string(key), benchPartitions),
-			Offset: 9, Key: key, Value: value, Timestamp: time.Now()}
-		for _, h := range rec.Headers {
-			msg.Headers = append(msg.Headers, &sarama.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-		if msg.Partition != home {
-			t.Fatalf("loop record of %s would go to partition %d, want %d", key, msg.Partition, home)
-		}
-		return msg
-	}
-	// topics names where each record went, changelog records with their partition.
+	// topics names where each record went, with the partition of those the
+	// runtime partitions itself (changelog and loop records).
 	topics := func(recs []*sarama.ProducerMessage) []string {
 		var out []string
 		for _, r := range recs {
@@ -97,38 +85,57 @@ func TestReKeyedEventIsJudgedWhereTheLoopWouldBringIt(t *testing.T) {
 	processed := []string{"orders-deduped", "bench-table/" + strconv.Itoa(int(home))}
 	sess := benchSession{ctx: context.Background()}
 
-	t.Run("in place first", func(t *testing.T) {
+	// loopCopy is the loop record of the event's copy in partition other, as
+	// a member owning other but not home sends it and the loop topic
+	// delivers it.
+	loopCopy := func(t *testing.T) *sarama.ConsumerMessage {
+		prod := &recordingProducer{in: make(chan *sarama.ProducerMessage, 64)}
+		newTestMember(t, prod, other).process(sess, input(other, "order-b"))
+		recs := prod.sent()
+		if got, want := topics(recs), []string{"bench-loop/" + strconv.Itoa(int(home))}; !slices.Equal(got, want) {
+			t.Fatalf("member without partition %d sent %v for the event, want %v", home, got, want)
+		}
+		rec := recs[0]
+		key, _ := rec.Key.Encode()
+		value, _ := rec.Value.Encode()
+		msg := &sarama.ConsumerMessage{Topic: rec.Topic, Partition: rec.Partition, Offset: 9, Key: key, Value: value,
+			Timestamp: time.Now()}
+		for _, h := range rec.Headers {
+			msg.Headers = append(msg.Headers, &sarama.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		return msg
+	}
+
+	t.Run("input copy first", func(t *testing.T) {
+		looped := loopCopy(t)
 		prod := &recordingProducer{in: make(chan *sarama.ProducerMessage, 64)}
 		m := newTestMember(t, prod, home, other)
-		m.process(sess, input(home, "order-a"))
-		if got := topics(prod.sent()); !slices.Equal(got, processed) {
-			t.Fatalf("event in its dedup key's partition sent %v, want %v (no loop record)", got, processed)
-		}
 		m.process(sess, input(other, "order-b"))
-		recs := prod.sent()
-		if got := topics(recs); !slices.Equal(got, []string{"bench-loop"}) {
-			t.Fatalf("copy in partition %d sent %v, want one loop record", other, got)
+		if got := topics(prod.sent()); !slices.Equal(got, processed) {
+			t.Fatalf("event in partition %d sent %v, want %v (judged in partition %d, no loop record)", other, got, processed, home)
 		}
-		m.process(sess, looped(t, recs[0]))
+		m.process(sess, input(home, "order-a"))
+		if got := topics(prod.sent()); len(got) != 0 {
+			t.Fatalf("copy in partition %d sent %v, want nothing (a duplicate)", home, got)
+		}
+		m.process(sess, looped)
 		if got := topics(prod.sent()); len(got) != 0 {
 			t.Fatalf("looped copy of a processed event sent %v, want nothing (a duplicate)", got)
 		}
 	})
-	t.Run("looped first", func(t *testing.T) {
+	t.Run("looped copy first", func(t *testing.T) {
+		looped := loopCopy(t)
 		prod := &recordingProducer{in: make(chan *sarama.ProducerMessage, 64)}
 		m := newTestMember(t, prod, home, other)
-		m.process(sess, input(other, "order-b"))
-		recs := prod.sent()
-		if got := topics(recs); !slices.Equal(got, []string{"bench-loop"}) {
-			t.Fatalf("event in partition %d sent %v, want one loop record", other, got)
-		}
-		m.process(sess, looped(t, recs[0]))
+		m.process(sess, looped)
 		if got := topics(prod.sent()); !slices.Equal(got, processed) {
 			t.Fatalf("looped event sent %v, want %v", got, processed)
 		}
-		m.process(sess, input(home, "order-a"))
-		if got := topics(prod.sent()); len(got) != 0 {
-			t.Fatalf("copy in its dedup key's partition sent %v, want nothing (a duplicate)", got)
+		for _, p := range []int32{other, home} {
+			m.process(sess, input(p, "order-"+strconv.Itoa(int(p))))
+			if got := topics(prod.sent()); len(got) != 0 {
+				t.Fatalf("copy in partition %d sent %v, want nothing (a duplicate)", p, got)
+			}
 		}
 	})
 }

@@ -48,6 +48,7 @@ type member struct {
 	// Owned by the loop goroutine during a session.
 	headerKeys headerKeys
 	stores     map[int32]*store
+	tables     map[int32]*partitionTable // the stores as the callback writes them
 	txn        txnState
 	failed     bool // the session's transaction was aborted: ignore the rest
 	in         chan *sarama.ConsumerMessage
@@ -131,6 +132,7 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	m.storesMu.Lock()
 	m.stores = map[int32]*store{}
 	m.storesMu.Unlock()
+	m.tables = map[int32]*partitionTable{}
 	var restored int64
 	for _, parts := range sess.Claims() {
 		for _, p := range parts {
@@ -151,9 +153,7 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 				m.closeStores()
 				return err
 			}
-			m.storesMu.Lock()
-			m.stores[p] = s
-			m.storesMu.Unlock()
+			m.own(p, s)
 			restored += n
 		}
 	}
@@ -232,6 +232,14 @@ func (m *member) Cleanup(sarama.ConsumerGroupSession) error {
 	return nil
 }
 
+// own makes the restored store of partition p the member's for the session.
+func (m *member) own(p int32, s *store) {
+	m.storesMu.Lock()
+	m.stores[p] = s
+	m.storesMu.Unlock()
+	m.tables[p] = &partitionTable{m: m, p: p, store: s}
+}
+
 func (m *member) closeStores() {
 	m.storesMu.Lock()
 	defer m.storesMu.Unlock()
@@ -241,7 +249,7 @@ func (m *member) closeStores() {
 		}
 		m.hooks.PartitionRevoked(p)
 	}
-	m.stores = nil
+	m.stores, m.tables = nil, nil
 }
 
 func (m *member) loop(sess sarama.ConsumerGroupSession) {
@@ -331,11 +339,11 @@ func (m *member) process(sess sarama.ConsumerGroupSession, msg *sarama.ConsumerM
 			m.fatal = f.err
 		}
 	}()
-	s := m.stores[msg.Partition]
-	if s == nil {
-		panic(&failure{fmt.Errorf("message from unassigned partition %s/%d", msg.Topic, msg.Partition)})
+	t := m.tables[msg.Partition]
+	if t == nil {
+		fail(fmt.Errorf("message from unassigned partition %s/%d", msg.Topic, msg.Partition))
 	}
-	m.topo.Process(&txnContext{m: m, ctx: sess.Context(), msg: msg, key: string(msg.Key), store: s}, msg.Value)
+	m.topo.Process(&txnContext{m: m, ctx: sess.Context(), msg: msg, key: string(msg.Key), table: t}, msg.Value)
 	if m.txn.offsets[msg.Topic] == nil {
 		m.txn.offsets[msg.Topic] = map[int32]int64{}
 	}
@@ -348,11 +356,18 @@ func (m *member) queue(topic, key string, value []byte, headers goka.Headers) {
 	m.send(newRecord(topic, key, value, headers))
 }
 
-// queueChangelog streams a table record to the same partition number as the
-// input it came from.
+// queueChangelog streams a record of the table partition's changelog.
 func (m *member) queueChangelog(partition int32, key string, value []byte, headers goka.Headers) {
 	msg := newRecord(m.tableTopic, key, value, headers)
 	msg.Partition, msg.Metadata = partition, manualPartition{}
+	m.send(msg)
+}
+
+// queueLoop streams a record to the loop topic, in the partition of its key
+// that LoopTable computes too: one function decides both.
+func (m *member) queueLoop(key string, value []byte, headers goka.Headers) {
+	msg := newRecord(m.loopTopic, key, value, headers)
+	msg.Partition, msg.Metadata = hashPartition(key, m.partitions), manualPartition{}
 	m.send(msg)
 }
 

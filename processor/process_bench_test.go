@@ -51,14 +51,15 @@ func newTestMember(tb testing.TB, producer sarama.AsyncProducer, partitions ...i
 	cfg.setDefaults()
 	m := &member{cfg: cfg, topo: topo, codecs: cs, hooks: NopHooks{}, log: cfg.Logger, memberName: "bench-0",
 		tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: benchPartitions,
-		stores: map[int32]*store{}, txn: newTxnState(), producer: producer, cancelSession: func() {}}
+		stores: map[int32]*store{}, tables: map[int32]*partitionTable{}, txn: newTxnState(), producer: producer,
+		cancelSession: func() {}}
 	for _, p := range partitions {
 		s, err := openStore(tb.TempDir(), seenExpiry)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(func() { s.Close() })
-		m.stores[p] = s
+		m.own(p, s)
 	}
 	return m
 }

@@ -95,9 +95,11 @@ func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int3
 // keyed by their dedup key sit where the producer's partitioner put them.
 func (p *Processor) HashPartition(key string) int32 { return hashPartition(key, p.partitions) }
 
-// hashPartition is sarama's hash partitioner (the one the producer sends
-// looped records with: FNV-1a, its sign dropped the way sarama drops it)
-// without its allocations: it runs for every re-keyed event.
+// hashPartition is sarama's hash partitioner (FNV-1a, its sign dropped the
+// way sarama drops it) without its allocations: it runs for every re-keyed
+// event. It must agree with sarama's, which goka's at-least-once processor
+// loops records with: a group run in either mode finds its keys where the
+// other put them.
 func hashPartition(key string, partitions int32) int32 {
 	h := uint32(2166136261)
 	for i := 0; i < len(key); i++ {
@@ -228,9 +230,8 @@ func txnBackoff(retries, _ int) time.Duration {
 	return min(5*time.Millisecond<<min(retries, 6), 200*time.Millisecond)
 }
 
-// partitioner sends changelog records to the partition the runtime chose and
-// everything else by key hash (goka's and sarama's FNV-1a), so looped records
-// reach the partition that owns their key.
+// partitioner sends changelog and loop records to the partition the runtime
+// chose and everything else by key hash (goka's and sarama's FNV-1a).
 type partitioner struct{ hash sarama.Partitioner }
 
 func newPartitioner(topic string) sarama.Partitioner {
