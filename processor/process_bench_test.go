@@ -110,15 +110,20 @@ func loopMessage(topo *dedup.Topology, i int) *sarama.ConsumerMessage {
 			h("dedup-src-time", "2026-12-02T18:00:00.123Z")}}
 }
 
-// commitEvery stands in for the transaction: every n messages the overlay is
-// applied to LevelDB and the queue emptied, as after a commit (timer off).
-func commitEvery(b *testing.B, m *member, s *store, i, n int) {
+// commitEvery stands in for the transaction: every n messages the overlays
+// are applied to LevelDB and the queue emptied, as after a commit (timer off).
+func commitEvery(b *testing.B, m *member, i, n int) {
 	if (i+1)%n != 0 {
 		return
 	}
 	b.StopTimer()
-	if err := s.Apply(int64(i)); err != nil {
-		b.Fatal(err)
+	for _, s := range m.stores {
+		if !s.Dirty() {
+			continue
+		}
+		if err := s.Apply(int64(i)); err != nil {
+			b.Fatal(err)
+		}
 	}
 	m.flush()
 	m.txn = newTxnState()
@@ -131,7 +136,7 @@ func commitEvery(b *testing.B, m *member, s *store, i, n int) {
 func BenchmarkProcess(b *testing.B) {
 	sess := benchSession{ctx: context.Background()}
 	b.Run("first-seen", func(b *testing.B) { // from the loop topic: judged, handled, marked
-		m, s := benchMember(b)
+		m, _ := benchMember(b)
 		msgs := make([]*sarama.ConsumerMessage, b.N)
 		for i := range msgs {
 			msgs[i] = loopMessage(m.topo, i)
@@ -140,7 +145,7 @@ func BenchmarkProcess(b *testing.B) {
 		b.ResetTimer()
 		for i, msg := range msgs {
 			m.process(sess, msg)
-			commitEvery(b, m, s, i, 1000)
+			commitEvery(b, m, i, 1000)
 		}
 	})
 	b.Run("duplicate", func(b *testing.B) { // seen before (in LevelDB): skipped
@@ -167,8 +172,8 @@ func BenchmarkProcess(b *testing.B) {
 			b.Fatalf("%d records sent for duplicates", m.txn.sent)
 		}
 	})
-	b.Run("rekey", func(b *testing.B) { // from the input, keyed by aggregate: looped
-		m, s := benchMember(b)
+	b.Run("rekey", func(b *testing.B) { // from the input, keyed by aggregate, another member's: looped
+		m, _ := benchMember(b)
 		msgs := make([]*sarama.ConsumerMessage, 0, 1024)
 		for i := 0; len(msgs) < cap(msgs); i++ {
 			if hashPartition("evt-bench-"+strconv.Itoa(i), benchPartitions) == 0 {
@@ -182,7 +187,31 @@ func BenchmarkProcess(b *testing.B) {
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			m.process(sess, msgs[i%len(msgs)])
-			commitEvery(b, m, s, i, 1000)
+			commitEvery(b, m, i, 1000)
+		}
+	})
+	b.Run("rekey-owned", func(b *testing.B) { // from the input, keyed by aggregate, this member's: judged at once
+		all := make([]int32, benchPartitions)
+		for p := range all {
+			all[p] = int32(p)
+		}
+		m := newTestMember(b, newAckProducer(b), all...)
+		msgs := make([]*sarama.ConsumerMessage, b.N)
+		for i := range msgs {
+			msgs[i] = &sarama.ConsumerMessage{Topic: m.topo.Input, Key: []byte("order-" + strconv.Itoa(i/5)),
+				Value: benchValue(i), Offset: int64(i), Timestamp: time.Now(),
+				Headers: []*sarama.RecordHeader{{Key: []byte("bench-rec"), Value: []byte(strconv.Itoa(i))}}}
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i, msg := range msgs {
+			m.process(sess, msg)
+			commitEvery(b, m, i, 1000)
+		}
+		b.StopTimer()
+		if m.txn.sent != 2*(b.N%1000) {
+			b.Fatalf("%d records sent since the last commit for %d first-seen events, want an output and a changelog record each",
+				m.txn.sent, b.N%1000)
 		}
 	})
 }
