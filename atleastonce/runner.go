@@ -170,6 +170,14 @@ func (r *Runner) Run(ctx context.Context) error {
 		switch {
 		case err == nil || (ctx.Err() != nil && errors.Is(err, context.Canceled)):
 			return nil
+		case ctx.Err() != nil && leavingGroupFailed(err):
+			// Asked to stop, and goka could not leave the group cleanly (the
+			// group had moved on, or the coordinator is away). Nothing is
+			// lost: offsets not committed are consumed again on the next
+			// start and the table skips what was processed. A stop that
+			// exits 1 for this would make a supervisor report a crash.
+			r.cfg.Logger.Warn("at-least-once processor stopped; leaving the consumer group failed", "err", err)
+			return nil
 		case ctx.Err() != nil || !kafkautil.Transient(err):
 			return fmt.Errorf("goka processor: %w", err)
 		}
@@ -182,6 +190,19 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		r.proc.Store(&proc)
 	}
+}
+
+// leavingGroupFailed reports the errors goka returns when closing its
+// consumer group fails at a stop: the member is no longer in the group's
+// generation, or the coordinator cannot be reached.
+func leavingGroupFailed(err error) bool {
+	for _, k := range []error{sarama.ErrUnknownMemberId, sarama.ErrIllegalGeneration,
+		sarama.ErrRebalanceInProgress, sarama.ErrFencedInstancedId} {
+		if errors.Is(err, k) {
+			return true
+		}
+	}
+	return kafkautil.Transient(err)
 }
 
 // rebuild waits and builds a new goka processor, retrying any error for up

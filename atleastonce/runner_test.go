@@ -10,14 +10,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
+	"github.com/hashicorp/go-multierror"
+
 	"github.com/dedupkit/dedup"
 )
 
 // fakeProc stands in for a goka processor: Run fails with err at once, or,
-// when err is nil, runs until ctx ends.
+// when err is nil, runs until ctx ends and returns stopErr (nil: ctx.Err()).
 type fakeProc struct {
 	name    string
 	err     error
+	stopErr error
 	started chan string
 }
 
@@ -27,10 +31,19 @@ func (f *fakeProc) Run(ctx context.Context) error {
 		return f.err
 	}
 	<-ctx.Done()
+	if f.stopErr != nil {
+		return f.stopErr
+	}
 	return ctx.Err()
 }
 func (f *fakeProc) Get(string) (any, error) { return f.name, nil }
 func (f *fakeProc) Recovered() bool         { return f.err == nil }
+
+// goka's error when closing its consumer group at a stop finds the member
+// gone from the group's generation (seen in make chaos at a scale-down:
+// sarama's Close returns the last error its consumers reported).
+var leftGroup = &multierror.Error{Errors: []error{fmt.Errorf("Error closing consumer group: %w",
+	&sarama.ConsumerError{Topic: "g-loop", Partition: 6, Err: sarama.ErrUnknownMemberId})}}
 
 // goka's wrapping of a consumer-group error when the coordinator's broker dies.
 var coordinatorGone = errors.Join(errors.New("Error closing consumer group: connection refused"),
@@ -40,6 +53,7 @@ func TestRunnerReplacesAProcessorThatStoppedOnABrokerError(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		firstErr   error   // the first processor's Run result
+		stopErr    error   // the first processor's Run result when stopped
 		buildErrs  []error // results of building its successors, in order; then a healthy one
 		backoff    time.Duration
 		wantRuns   []string // processors started, in order
@@ -55,6 +69,10 @@ func TestRunnerReplacesAProcessorThatStoppedOnABrokerError(t *testing.T) {
 			wantRuns: []string{"p0"}, wantErr: "partition count mismatch"},
 		{name: "stopped while waiting to rebuild", firstErr: coordinatorGone, backoff: time.Hour,
 			wantRuns: []string{"p0"}, cancelWhen: "p0"},
+		{name: "stopped, and leaving the group failed: a clean stop", stopErr: leftGroup, backoff: time.Millisecond,
+			wantRuns: []string{"p0"}, cancelWhen: "p0"},
+		{name: "stopped, and the processor failed: Run ends with it", stopErr: errors.New("callback failed"),
+			backoff: time.Millisecond, wantRuns: []string{"p0"}, wantErr: "callback failed", cancelWhen: "p0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			started := make(chan string, 10)
@@ -68,7 +86,7 @@ func TestRunnerReplacesAProcessorThatStoppedOnABrokerError(t *testing.T) {
 				}
 				return &fakeProc{name: fmt.Sprintf("p%d", builds), started: started}, nil
 			}
-			var first gokaProcessor = &fakeProc{name: "p0", err: tc.firstErr, started: started}
+			var first gokaProcessor = &fakeProc{name: "p0", err: tc.firstErr, stopErr: tc.stopErr, started: started}
 			r.proc.Store(&first)
 
 			ctx, cancel := context.WithCancel(context.Background())
