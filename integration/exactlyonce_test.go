@@ -184,13 +184,7 @@ func TestExactlyOnceWithTwoThreads(t *testing.T) {
 	obs := &counter{}
 	topo := e.topology(group, obs)
 	e.startEOS(topo, processor.Config{StateDir: t.TempDir(), Threads: 2})
-	in := events("t", 200)
-	e.produce(append(in, in[:50]...)...)
-	e.waitProcessed(group)
-	e.exactlyOnce(in)
-	if processed, skipped := obs.counts(); processed != 200 || skipped != 50 {
-		t.Fatalf("processed %d, skipped %d; want 200 and 50", processed, skipped)
-	}
+	e.produceWithCopies(group, obs, "t")
 	if looped := obs.looped(); looped == 0 || looped == 250 {
 		t.Fatalf("%d of 250 events looped; want some looped to the other member and some judged at once", looped)
 	}
@@ -209,13 +203,7 @@ func TestExactlyOnceOneMemberJudgesReKeyedEventsInPlace(t *testing.T) {
 	obs := &counter{}
 	topo := e.topology(group, obs)
 	w := e.startEOS(topo, processor.Config{StateDir: t.TempDir()})
-	in := events("ip", 200)
-	e.produce(append(in, in[:50]...)...)
-	e.waitProcessed(group)
-	e.exactlyOnce(in)
-	if processed, skipped := obs.counts(); processed != 200 || skipped != 50 {
-		t.Fatalf("processed %d, skipped %d; want 200 and 50", processed, skipped)
-	}
+	in := e.produceWithCopies(group, obs, "ip")
 	if looped := obs.looped(); looped != 0 {
 		t.Fatalf("%d events looped; one member owns every partition", looped)
 	}
@@ -237,6 +225,22 @@ func TestExactlyOnceOneMemberJudgesReKeyedEventsInPlace(t *testing.T) {
 	if obs2.looped() == 0 {
 		t.Fatal("no event looped with two members; the restore check did not cover the loop path")
 	}
+}
+
+// produceWithCopies produces 200 events keyed by aggregate and a
+// second copy of the first 50, waits until group has processed them and
+// checks that each event came out once and obs counted 200 processed and
+// 50 skipped. It returns the 200 events.
+func (e *env) produceWithCopies(group string, obs *counter, prefix string) []kafkatest.Record {
+	e.t.Helper()
+	in := events(prefix, 200)
+	e.produce(append(in, in[:50]...)...)
+	e.waitProcessed(group)
+	e.exactlyOnce(in)
+	if processed, skipped := obs.counts(); processed != 200 || skipped != 50 {
+		e.t.Fatalf("processed %d, skipped %d; want 200 and 50", processed, skipped)
+	}
+	return in
 }
 
 // highWaterMarks sums the high-water marks of topic: records in the log,
