@@ -54,21 +54,21 @@ type Lookup struct {
 func (p *Processor) Lookup(key string) (Lookup, error) {
 	res := Lookup{Key: key}
 	for _, m := range p.members {
-		m.storesMu.RLock()
-		for part, s := range m.stores {
+		m.tablesMu.RLock()
+		for part, t := range m.tables {
 			res.Owned = append(res.Owned, part)
 			if res.Found {
 				continue
 			}
-			v, err := s.db.Get(dataKey(key), nil)
+			v, err := t.store.db.Get(dataKey(key), nil)
 			if err == nil {
 				res.Found, res.Partition, res.Value = true, part, v
 			} else if !errors.Is(err, leveldb.ErrNotFound) {
-				m.storesMu.RUnlock()
+				m.tablesMu.RUnlock()
 				return res, fmt.Errorf("partition %d: %w", part, err)
 			}
 		}
-		m.storesMu.RUnlock()
+		m.tablesMu.RUnlock()
 	}
 	slices.Sort(res.Owned)
 	return res, nil

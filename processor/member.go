@@ -41,14 +41,13 @@ type member struct {
 	ready         atomic.Bool
 	fatal         error // set by the loop; read by run after Consume returned
 
-	// storesMu guards the stores map (not the stores) against Lookup from
+	// tablesMu guards the tables map (not the tables) against Lookup from
 	// HTTP handlers; the map changes only in Setup and Cleanup.
-	storesMu sync.RWMutex
+	tablesMu sync.RWMutex
 
 	// Owned by the loop goroutine during a session.
 	headerKeys headerKeys
-	stores     map[int32]*store
-	tables     map[int32]*partitionTable // the stores as the callback writes them
+	tables     map[int32]*partitionTable // the claimed partitions' stores
 	txn        txnState
 	failed     bool // the session's transaction was aborted: ignore the rest
 	in         chan *sarama.ConsumerMessage
@@ -129,14 +128,13 @@ func (m *member) closeProducer() {
 func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	m.hooks.Rebalanced()
 	m.ready.Store(false)
-	m.storesMu.Lock()
-	m.stores = map[int32]*store{}
-	m.storesMu.Unlock()
+	m.tablesMu.Lock()
 	m.tables = map[int32]*partitionTable{}
+	m.tablesMu.Unlock()
 	var restored int64
 	for _, parts := range sess.Claims() {
 		for _, p := range parts {
-			if m.stores[p] != nil {
+			if m.tables[p] != nil {
 				continue
 			}
 			s, err := openStore(TablePath(m.cfg.StateDir, m.topo.TableTopic(), p), seenExpiry)
@@ -234,22 +232,21 @@ func (m *member) Cleanup(sarama.ConsumerGroupSession) error {
 
 // own makes the restored store of partition p the member's for the session.
 func (m *member) own(p int32, s *store) {
-	m.storesMu.Lock()
-	m.stores[p] = s
-	m.storesMu.Unlock()
+	m.tablesMu.Lock()
 	m.tables[p] = &partitionTable{m: m, p: p, store: s}
+	m.tablesMu.Unlock()
 }
 
 func (m *member) closeStores() {
-	m.storesMu.Lock()
-	defer m.storesMu.Unlock()
-	for p, s := range m.stores {
-		if err := s.Close(); err != nil {
+	m.tablesMu.Lock()
+	defer m.tablesMu.Unlock()
+	for p, t := range m.tables {
+		if err := t.store.Close(); err != nil {
 			m.log.Warn("closing table store", "partition", p, "err", err)
 		}
 		m.hooks.PartitionRevoked(p)
 	}
-	m.stores, m.tables = nil, nil
+	m.tables = nil
 }
 
 func (m *member) loop(sess sarama.ConsumerGroupSession) {

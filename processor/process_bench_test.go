@@ -28,7 +28,7 @@ func (s benchSession) Context() context.Context { return s.ctx }
 func benchMember(b *testing.B) (*member, *store) {
 	b.Helper()
 	m := newTestMember(b, newAckProducer(b), 0)
-	return m, m.stores[0]
+	return m, m.tables[0].store
 }
 
 // benchPartitions is the partition count of test members, as in the bench.
@@ -51,8 +51,7 @@ func newTestMember(tb testing.TB, producer sarama.AsyncProducer, partitions ...i
 	cfg.setDefaults()
 	m := &member{cfg: cfg, topo: topo, codecs: cs, hooks: NopHooks{}, log: cfg.Logger, memberName: "bench-0",
 		tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: benchPartitions,
-		stores: map[int32]*store{}, tables: map[int32]*partitionTable{}, txn: newTxnState(), producer: producer,
-		cancelSession: func() {}}
+		tables: map[int32]*partitionTable{}, txn: newTxnState(), producer: producer, cancelSession: func() {}}
 	for _, p := range partitions {
 		s, err := openStore(tb.TempDir(), seenExpiry)
 		if err != nil {
@@ -117,11 +116,11 @@ func commitEvery(b *testing.B, m *member, i, n int) {
 		return
 	}
 	b.StopTimer()
-	for _, s := range m.stores {
-		if !s.Dirty() {
+	for _, t := range m.tables {
+		if !t.store.Dirty() {
 			continue
 		}
-		if err := s.Apply(int64(i)); err != nil {
+		if err := t.store.Apply(int64(i)); err != nil {
 			b.Fatal(err)
 		}
 	}

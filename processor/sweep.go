@@ -37,7 +37,8 @@ func sweepScan(s *store, batch int) int {
 // stalls processing for long; it reports whether a partition had more to
 // delete (the loop then sweeps again at the next commit).
 func (m *member) sweep(now time.Time) (more bool) {
-	for p, s := range m.stores {
+	for p, t := range m.tables {
+		s := t.store
 		keys, _, err := s.Expired(now.UnixNano(), m.cfg.SweepBatch, sweepScan(s, m.cfg.SweepBatch))
 		if err != nil {
 			m.log.Warn("sweep: scanning the table", "partition", p, "err", err)

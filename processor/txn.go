@@ -118,7 +118,8 @@ func (m *member) commit(sess sarama.ConsumerGroupSession) {
 		m.abort(err)
 		return
 	}
-	for p, s := range m.stores {
+	for p, t := range m.tables {
+		s := t.store
 		if !s.Dirty() {
 			continue
 		}
@@ -192,8 +193,8 @@ func isFencing(err error) bool {
 // crash skips all of that, like a killed process.
 func (m *member) abort(cause error) {
 	m.failed = true
-	for _, s := range m.stores {
-		s.Drop()
+	for _, t := range m.tables {
+		t.store.Drop()
 	}
 	defer m.cancelSession()
 
