@@ -79,6 +79,8 @@ cport() { echo $((CPORT + $1 - 1)); }
 # kill -0 also succeeds on a zombie; a zombie broker is dead for our purposes.
 alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# started_since LOG OFFSET: the READY line appears in LOG at or after byte OFFSET (1-based).
+started_since() { grep -qF "$READY" <(tail -c +"$2" "$1" 2>/dev/null); }
 check_node() { { [[ $1 =~ ^[0-9]+$ ]] && ((1 <= $1 && $1 <= NODES)); } || die "no node '$1' (nodes: 1..$NODES)"; }
 
 # Prints the pid of node N's broker if it is alive. The cmdline check guards against a
@@ -161,10 +163,14 @@ start_node() {
 }
 
 # Waits until node N's port accepts connections AND its log says the server started.
+# grep reads the log from a file, not from a pipe: `tail | grep -q` under pipefail
+# fails whenever grep stops at the match while tail still has more than a pipe
+# buffer (64 KiB) to write, and a broker with a hundred partitions logs megabytes
+# while it starts.
 wait_ready() {
   local n=$1 d off deadline=$((SECONDS + TIMEOUT))
   d="$(ndir "$n")"; off="$(cat "$d/log.offset" 2>/dev/null || echo 1)"
-  until port_open "$(bport "$n")" && tail -c +"$off" "$d/logs/server.log" 2>/dev/null | grep -qF "$READY"; do
+  until port_open "$(bport "$n")" && started_since "$d/logs/server.log" "$off"; do
     pid_of "$n" >/dev/null || { tail -n 20 "$d/stdout.log" >&2 || true; die "node $n exited during startup; see $d/stdout.log, $d/logs/server.log"; }
     ((SECONDS < deadline)) || die "node $n not ready after ${TIMEOUT}s; see $d/logs/server.log"
     sleep 0.5
