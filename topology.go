@@ -212,45 +212,36 @@ func (t *Topology) Graph() *goka.GroupGraph {
 // emits the outputs and marks the key seen, all in the same callback.
 func (t *Topology) Process(ctx goka.Context, msg any) {
 	raw, _ := msg.([]byte)
-	fromLoop := string(ctx.Topic()) == t.loopTopic
-	recKey, headers := ctx.Key(), map[string][]byte(ctx.Headers())
-	pos := Position{Topic: string(ctx.Topic()), Partition: ctx.Partition(), Offset: ctx.Offset(), Timestamp: ctx.Timestamp()}
-	if fromLoop {
-		var err error
-		if pos, recKey, headers, err = loopSource(headers); err != nil {
-			t.deadLetter(ctx, raw, ReasonBadLoopRecord, err)
-			return
-		}
+	var p *Prepared
+	if pc, ok := ctx.(PreparedContext); ok {
+		p = pc.Prepared()
 	}
-
-	ev, err := codecs.Decoder{ID: t.IDSource}.Decode(raw, headers)
-	if err != nil {
-		t.deadLetter(ctx, raw, codecs.Reason(err), err)
+	if p == nil {
+		p = t.Prepare(Record{Topic: string(ctx.Topic()), Partition: ctx.Partition(), Offset: ctx.Offset(),
+			Timestamp: ctx.Timestamp(), Key: ctx.Key(), Headers: ctx.Headers(), Value: raw})
+	}
+	if p.reason != "" {
+		t.deadLetter(ctx, raw, p.reason, p.err)
 		return
 	}
-	key, err := t.Table.Key(ev)
-	if err != nil {
-		t.deadLetter(ctx, raw, ReasonNoAggregateID, err)
-		return
-	}
-	table := tableOf(ctx, key)
-	if !fromLoop && key != ctx.Key() {
+	table := tableOf(ctx, p.key)
+	if !p.fromLoop && p.key != ctx.Key() {
 		switch {
 		case t.Rekey == RekeyNever:
 			if table.keyed == nil {
 				ctx.Fail(errors.New("rekey=never needs a runtime that reads the table by key (the exactly-once runtime)"))
 			}
 		default:
-			lt, ok := loopTable(ctx, key)
+			lt, ok := loopTable(ctx, p.key)
 			if !ok {
-				loopback(ctx, key, raw, loopHeaders(recKey, headers, pos))
+				loopback(ctx, p.key, raw, loopHeaders(p.recKey, p.headers, p.pos))
 				t.Observer.Rekeyed()
 				return
 			}
 			table.keyed = lt
 		}
 	}
-	t.dedup(ctx, table, &Input{Event: ev, Key: recKey, Headers: headers, Position: pos}, raw)
+	t.dedup(ctx, table, &Input{Event: p.event, Key: p.recKey, Headers: p.headers, Position: p.pos}, raw)
 }
 
 // tableRef is the dedup table record of one key, read and written through

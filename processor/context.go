@@ -27,11 +27,13 @@ type manualPartition struct{}
 // transaction and table writes go to the partition's overlay, so nothing is
 // visible until the transaction commits.
 type txnContext struct {
-	m     *member
-	ctx   context.Context
-	msg   *sarama.ConsumerMessage
-	key   string          // msg.Key as a string, converted once
-	table *partitionTable // of msg.Partition
+	m          *member
+	ctx        context.Context
+	msg        *sarama.ConsumerMessage
+	key        string          // msg.Key as a string, converted once
+	recHeaders goka.Headers    // msg.Headers as goka's map
+	prep       *dedup.Prepared // the topology's Prepare of msg, done on the claim's goroutine
+	table      *partitionTable // of msg.Partition
 }
 
 // failure carries Fail's error out of the callback by panic, as goka does.
@@ -44,7 +46,10 @@ func (c *txnContext) Offset() int64            { return c.msg.Offset }
 func (c *txnContext) Group() goka.Group        { return goka.Group(c.m.topo.Group) }
 func (c *txnContext) Timestamp() time.Time     { return c.msg.Timestamp }
 func (c *txnContext) Context() context.Context { return c.ctx }
-func (c *txnContext) Headers() goka.Headers    { return c.m.headerKeys.headers(c.msg.Headers) }
+func (c *txnContext) Headers() goka.Headers    { return c.recHeaders }
+
+// Prepared is the topology's Prepare of the message (dedup.PreparedContext).
+func (c *txnContext) Prepared() *dedup.Prepared { return c.prep }
 
 func (c *txnContext) Value() any { return c.ValueOf(c.Key()) }
 
@@ -161,6 +166,7 @@ func optionHeaders(options []goka.ContextOption) (goka.Headers, error) {
 
 // The topology takes these faster paths when the context offers them.
 var (
-	_ dedup.LoopContext   = (*txnContext)(nil)
-	_ dedup.HeaderEmitter = (*txnContext)(nil)
+	_ dedup.LoopContext     = (*txnContext)(nil)
+	_ dedup.HeaderEmitter   = (*txnContext)(nil)
+	_ dedup.PreparedContext = (*txnContext)(nil)
 )

@@ -10,7 +10,7 @@ import (
 // a string for every key of every record: five or more per event that went
 // through the loop topic, whose headers carry its source position. A topic's
 // records carry the same few keys over and over, so each is allocated once.
-// Owned by the member's loop, like the contexts that use it.
+// Each claim's goroutine has its own (member.prepare).
 type headerKeys map[string]string
 
 // maxHeaderKeys bounds the interned keys, for inputs whose header keys are

@@ -46,13 +46,21 @@ type member struct {
 	tablesMu sync.RWMutex
 
 	// Owned by the loop goroutine during a session.
-	headerKeys headerKeys
-	tables     map[int32]*partitionTable // the claimed partitions' stores
-	txn        txnState
-	failed     bool // the session's transaction was aborted: ignore the rest
-	in         chan *sarama.ConsumerMessage
-	stop       chan struct{}
-	done       chan struct{}
+	tables map[int32]*partitionTable // the claimed partitions' stores
+	txn    txnState
+	failed bool // the session's transaction was aborted: ignore the rest
+	in     chan inbound
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// inbound is a consumed message with what its claim's goroutine worked out
+// for it ahead of the loop (see prepare).
+type inbound struct {
+	msg     *sarama.ConsumerMessage
+	key     string // msg.Key as a string
+	headers goka.Headers
+	prep    *dedup.Prepared
 }
 
 // bigRestore is the number of restored records after which Setup returns the
@@ -163,15 +171,16 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 		debug.FreeOSMemory()
 	}
 	m.txn, m.failed = newTxnState(), false
-	m.in, m.stop, m.done = make(chan *sarama.ConsumerMessage, 256), make(chan struct{}), make(chan struct{})
+	m.in, m.stop, m.done = make(chan inbound, 256), make(chan struct{}), make(chan struct{})
 	go m.loop(sess)
 	m.ready.Store(true)
 	m.log.Info("partitions assigned", "claims", sess.Claims(), "generation", sess.GenerationID())
 	return nil
 }
 
-// ConsumeClaim hands the claim's messages to the loop.
+// ConsumeClaim prepares the claim's messages and hands them to the loop.
 func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	var keys headerKeys // this goroutine's own: interning is not shared
 	done := sess.Context().Done()
 	for {
 		// A message already buffered is taken with non-blocking receives
@@ -185,7 +194,7 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 		}
 		select {
 		case msg, ok := <-claim.Messages():
-			if !ok || !m.hand(sess, msg) {
+			if !ok || !m.hand(sess, m.prepare(&keys, msg)) {
 				return nil
 			}
 			continue
@@ -193,7 +202,7 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 		}
 		select {
 		case msg, ok := <-claim.Messages():
-			if !ok || !m.hand(sess, msg) {
+			if !ok || !m.hand(sess, m.prepare(&keys, msg)) {
 				return nil
 			}
 		case <-done:
@@ -202,15 +211,27 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 	}
 }
 
-// hand queues msg for the loop; false when the session ended first.
-func (m *member) hand(sess sarama.ConsumerGroupSession, msg *sarama.ConsumerMessage) bool {
+// prepare does what needs no table on the claim's goroutine, one per
+// partition, instead of in the loop, the one goroutine that owns the tables
+// and commits: the key and header conversions and the topology's Prepare
+// (the envelope decode). The loop was the worker's bottleneck with these in
+// it.
+func (m *member) prepare(keys *headerKeys, msg *sarama.ConsumerMessage) inbound {
+	in := inbound{msg: msg, key: string(msg.Key), headers: keys.headers(msg.Headers)}
+	in.prep = m.topo.Prepare(dedup.Record{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset,
+		Timestamp: msg.Timestamp, Key: in.key, Headers: in.headers, Value: msg.Value})
+	return in
+}
+
+// hand queues a message for the loop; false when the session ended first.
+func (m *member) hand(sess sarama.ConsumerGroupSession, in inbound) bool {
 	select { // the non-blocking send first: no locking of both channels
-	case m.in <- msg:
+	case m.in <- in:
 		return true
 	default:
 	}
 	select {
-	case m.in <- msg:
+	case m.in <- in:
 		return true
 	case <-sess.Context().Done():
 		return false
@@ -265,8 +286,8 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 			acks, nacks = m.producer.Successes(), m.producer.Errors()
 		}
 		select {
-		case msg := <-m.in:
-			m.handle(sess, msg)
+		case in := <-m.in:
+			m.handle(sess, in)
 			m.handleQueued(sess)
 		case s := <-acks:
 			m.acked(s)
@@ -298,8 +319,8 @@ const drainMax = 64
 func (m *member) handleQueued(sess sarama.ConsumerGroupSession) {
 	for range drainMax {
 		select {
-		case msg := <-m.in:
-			m.handle(sess, msg)
+		case in := <-m.in:
+			m.handle(sess, in)
 		default:
 			return
 		}
@@ -308,11 +329,11 @@ func (m *member) handleQueued(sess sarama.ConsumerGroupSession) {
 
 // handle processes one message and ends the transaction when it failed or
 // is full.
-func (m *member) handle(sess sarama.ConsumerGroupSession, msg *sarama.ConsumerMessage) {
+func (m *member) handle(sess sarama.ConsumerGroupSession, in inbound) {
 	if m.failed {
 		return
 	}
-	m.process(sess, msg)
+	m.process(sess, in)
 	switch {
 	case m.failed:
 	case m.txn.err != nil:
@@ -325,7 +346,8 @@ func (m *member) handle(sess sarama.ConsumerGroupSession, msg *sarama.ConsumerMe
 // process runs the topology's callback for one message. The input and loop
 // codecs of a dedup topology pass bytes through, so the value is the record
 // value (nil for a null value, like goka's NilProcess).
-func (m *member) process(sess sarama.ConsumerGroupSession, msg *sarama.ConsumerMessage) {
+func (m *member) process(sess sarama.ConsumerGroupSession, in inbound) {
+	msg := in.msg
 	defer func() {
 		if r := recover(); r != nil {
 			f, ok := r.(*failure)
@@ -340,7 +362,7 @@ func (m *member) process(sess sarama.ConsumerGroupSession, msg *sarama.ConsumerM
 	if t == nil {
 		fail(fmt.Errorf("message from unassigned partition %s/%d", msg.Topic, msg.Partition))
 	}
-	m.topo.Process(&txnContext{m: m, ctx: sess.Context(), msg: msg, key: string(msg.Key), table: t}, msg.Value)
+	m.topo.Process(&txnContext{m: m, ctx: sess.Context(), msg: msg, key: in.key, recHeaders: in.headers, prep: in.prep, table: t}, msg.Value)
 	if m.txn.offsets[msg.Topic] == nil {
 		m.txn.offsets[msg.Topic] = map[int32]int64{}
 	}
