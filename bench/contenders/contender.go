@@ -47,7 +47,10 @@ type Config struct {
 	// Rekey is the worker's --rekey policy (eos); "" is the default, always.
 	Rekey string
 	// Threads is the worker's --threads (eos); 0 is the default, 1.
-	Threads     int
+	Threads int
+	// Changelog (txn only): a topic the pipe also writes a changelog-sized
+	// record to for every input record, in the same transaction.
+	Changelog   string
 	RedisAddr   string
 	RedisTTL    time.Duration // the SET NX expiry
 	PostgresDSN string

@@ -52,6 +52,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "transaction / offset commit interval")
 	fs.IntVar(&cfg.Threads, "threads", 0, "worker --threads (eos)")
 	fs.StringVar(&cfg.Rekey, "rekey", "", "worker --rekey policy (eos): always or never")
+	fs.StringVar(&cfg.Changelog, "changelog", "", "txn: also write a changelog-sized record per input record to this compacted topic")
 	fs.StringVar(&cfg.RedisAddr, "redis", "", "redis host:port")
 	fs.DurationVar(&cfg.RedisTTL, "redis-ttl", time.Hour, "SET NX expiry")
 	fs.StringVar(&cfg.PostgresDSN, "postgres", "", "PostgreSQL DSN")

@@ -3,6 +3,7 @@ package contenders
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -18,7 +19,10 @@ import (
 // worker costs beyond it is the dedup table's (the lookup, the changelog
 // record, LevelDB), what it costs beyond the raw pipe is the transactions'.
 // It is built like the worker's member: one goroutine owns the producer and
-// the offsets, and commits between messages.
+// the offsets, and commits between messages. With Config.Changelog it also
+// writes the worker's second record per event (more exactly, per input
+// record: it keeps no state, so duplicates get one too), which makes it the
+// ceiling for the worker's Kafka traffic.
 type txnPipe struct {
 	cfg   Config
 	prod  sarama.AsyncProducer
@@ -110,6 +114,9 @@ func (p *txnPipe) loop(sess sarama.ConsumerGroupSession) {
 				out.Headers = append(out.Headers, sarama.RecordHeader{Key: h.Key, Value: h.Value})
 			}
 			p.prod.Input() <- out
+			if p.cfg.Changelog != "" {
+				p.prod.Input() <- changelogRecord(p.cfg.Changelog, msg)
+			}
 			offsets[msg.Partition] = msg.Offset + 1
 		case <-tick.C:
 			if inTxn && !p.commit(sess, offsets) {
@@ -123,6 +130,23 @@ func (p *txnPipe) loop(sess sarama.ConsumerGroupSession) {
 			return
 		}
 	}
+}
+
+// seenSize is about the size of the worker's seen record (codecs.SeenRecord
+// of a bench event: two times, the aggregate ID, the topic, the position).
+const seenSize = 64
+
+// changelogRecord stands in for the worker's changelog record of msg: a key
+// the length of an event ID, unique per input record, and a seen-record-sized
+// value. Built without decoding the event, which is the worker's own work.
+func changelogRecord(topic string, msg *sarama.ConsumerMessage) *sarama.ProducerMessage {
+	key := make([]byte, 0, 40)
+	key = append(key, "evt-"...)
+	key = strconv.AppendInt(key, int64(msg.Partition), 10)
+	key = append(key, '-')
+	key = strconv.AppendInt(key, msg.Offset, 10)
+	key = append(key, "-0000000000000000000000"...)
+	return &sarama.ProducerMessage{Topic: topic, Key: sarama.ByteEncoder(key), Value: sarama.ByteEncoder(make([]byte, seenSize))}
 }
 
 // commit adds the input offsets to the transaction and commits it; false

@@ -90,6 +90,10 @@ type Contender struct {
 	// KeyByEvent: this contender reads an input keyed by event ID instead of
 	// aggregate ID (same events), so the worker needs no re-keying loop.
 	KeyByEvent bool
+	// Changelog (txn pipe only): also write a changelog-sized record per
+	// input record to a compacted topic in the same transaction, as the
+	// worker does for every first-seen event.
+	Changelog bool
 	// Rekey is the worker's --rekey policy; "" is its default (always).
 	Rekey string
 	// Threads is the worker's --threads; 0 is its default (1).
@@ -119,6 +123,10 @@ func Contenders() []Contender {
 		// costs before any table (outputs counted per record, like the raw pipe).
 		{Name: "txn-pipe", Label: "transactional pipe (no state), 100 ms", Kind: contenders.TxnPipe,
 			CommitInterval: 100 * time.Millisecond, ByRecord: true},
+		// The same with the worker's second record per event and no table:
+		// what the worker's Kafka traffic costs, before its own work.
+		{Name: "txn-pipe-changelog", Label: "transactional pipe + a changelog record per event (no state), 100 ms",
+			Kind: contenders.TxnPipe, CommitInterval: 100 * time.Millisecond, ByRecord: true, Changelog: true, Extra: true},
 		{Name: "exactly-once-100ms", Label: "this worker, exactly-once, 100 ms", Kind: contenders.Exactly, CommitInterval: 100 * time.Millisecond},
 		{Name: "exactly-once-1s", Label: "this worker, exactly-once, 1 s", Kind: contenders.Exactly, CommitInterval: time.Second},
 		{Name: "at-least-once-goka", Label: "this worker, at-least-once (goka)", Kind: contenders.AtLeast, CommitInterval: 100 * time.Millisecond},

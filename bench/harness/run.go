@@ -310,6 +310,9 @@ func (h *harness) contenderArgs(ct Contender, input, output, group, stateDir str
 	if ct.Rekey != "" {
 		args = append(args, "-rekey", ct.Rekey)
 	}
+	if ct.Changelog {
+		args = append(args, "-changelog", group+"-table")
+	}
 	if h.redis != nil {
 		args = append(args, "-redis", h.redis.Addr, "-redis-ttl", "1h")
 	}
@@ -336,6 +339,9 @@ func (h *harness) prepare(ctx context.Context, ct Contender, tag string) (group,
 	if ct.Kind == contenders.Exactly || ct.Kind == contenders.AtLeast {
 		topics = append(topics, topicSpec{group + "-table", tableTopicConfig}, topicSpec{group + "-loop", nil},
 			topicSpec{group + "-dlq", nil})
+	}
+	if ct.Changelog {
+		topics = append(topics, topicSpec{group + "-table", tableTopicConfig})
 	}
 	for _, t := range topics {
 		if err = h.admin.createTopic(t.name, h.cfg.Partitions, t.cfg); err != nil {
