@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -178,6 +179,12 @@ func (r *Runner) Run(ctx context.Context) error {
 			// exits 1 for this would make a supervisor report a crash.
 			r.cfg.Logger.Warn("at-least-once processor stopped; leaving the consumer group failed", "err", err)
 			return nil
+		case ctx.Err() != nil && startInterrupted(err):
+			// Asked to stop while goka was still starting: its wait for
+			// the tables ends with an error of its own, not ctx's.
+			// Nothing was processed yet.
+			r.cfg.Logger.Info("at-least-once processor stopped while starting", "err", err)
+			return nil
 		case ctx.Err() != nil || !kafkautil.Transient(err):
 			return fmt.Errorf("goka processor: %w", err)
 		}
@@ -204,6 +211,14 @@ func leavingGroupFailed(err error) bool {
 	}
 	return kafkautil.Transient(err)
 }
+
+// gokaStartInterrupted is goka's error (Processor.waitForStartupTables)
+// when its context ends before the processor's tables are up. goka has no
+// sentinel for it, so it is matched by its text. Seen in make chaos: a
+// worker scaled down 0.1 s after it started exited 1 with it.
+const gokaStartInterrupted = "context closed while waiting for startup tables to become ready"
+
+func startInterrupted(err error) bool { return strings.Contains(err.Error(), gokaStartInterrupted) }
 
 // rebuild waits and builds a new goka processor, retrying any error for up
 // to kafkautil.StartupTimeout: the config was good when New built the first

@@ -45,6 +45,12 @@ func (f *fakeProc) Recovered() bool         { return f.err == nil }
 var leftGroup = &multierror.Error{Errors: []error{fmt.Errorf("Error closing consumer group: %w",
 	&sarama.ConsumerError{Topic: "g-loop", Partition: 6, Err: sarama.ErrUnknownMemberId})}}
 
+// goka's error when the processor is stopped before its tables are up, as
+// processor run returns it (seen in make chaos: a worker scaled down 0.1 s
+// after it started).
+var stoppedStarting = fmt.Errorf("goka processor: %w", &multierror.Error{Errors: []error{
+	fmt.Errorf("error waiting for start up tables: %w", errors.New(gokaStartInterrupted))}})
+
 // goka's wrapping of a consumer-group error when the coordinator's broker dies.
 var coordinatorGone = errors.Join(errors.New("Error closing consumer group: connection refused"),
 	fmt.Errorf("error consuming from group consumer: %w", io.EOF))
@@ -71,6 +77,10 @@ func TestRunnerReplacesAProcessorThatStoppedOnABrokerError(t *testing.T) {
 			wantRuns: []string{"p0"}, cancelWhen: "p0"},
 		{name: "stopped, and leaving the group failed: a clean stop", stopErr: leftGroup, backoff: time.Millisecond,
 			wantRuns: []string{"p0"}, cancelWhen: "p0"},
+		{name: "stopped while starting: a clean stop", stopErr: stoppedStarting, backoff: time.Millisecond,
+			wantRuns: []string{"p0"}, cancelWhen: "p0"},
+		{name: "the same error without a stop: Run ends with it", firstErr: stoppedStarting, backoff: time.Millisecond,
+			wantRuns: []string{"p0"}, wantErr: gokaStartInterrupted},
 		{name: "stopped, and the processor failed: Run ends with it", stopErr: errors.New("callback failed"),
 			backoff: time.Millisecond, wantRuns: []string{"p0"}, wantErr: "callback failed", cancelWhen: "p0"},
 	} {
