@@ -98,6 +98,14 @@ func benchValue(i int) []byte {
 		`xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}`)
 }
 
+// inputMessage is event i as the input topic holds it: keyed by its
+// aggregate, with one header of its own.
+func inputMessage(topo *dedup.Topology, i int) *sarama.ConsumerMessage {
+	return &sarama.ConsumerMessage{Topic: topo.Input, Key: []byte("order-" + strconv.Itoa(i/5)),
+		Value: benchValue(i), Offset: int64(i), Timestamp: time.Now(),
+		Headers: []*sarama.RecordHeader{{Key: []byte("bench-rec"), Value: []byte(strconv.Itoa(i))}}}
+}
+
 // loopMessage is event i as it comes back from <group>-loop, keyed by its
 // event ID, with the source position in headers.
 func loopMessage(topo *dedup.Topology, i int) *sarama.ConsumerMessage {
@@ -185,9 +193,7 @@ func BenchmarkProcess(b *testing.B) {
 			if hashPartition("evt-bench-"+strconv.Itoa(i), benchPartitions) == 0 {
 				continue // judged in place, not looped
 			}
-			msgs = append(msgs, &sarama.ConsumerMessage{Topic: m.topo.Input, Key: []byte("order-" + strconv.Itoa(i/5)),
-				Value: benchValue(i), Offset: int64(i), Timestamp: time.Now(),
-				Headers: []*sarama.RecordHeader{{Key: []byte("bench-rec"), Value: []byte(strconv.Itoa(i))}}})
+			msgs = append(msgs, inputMessage(m.topo, i))
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -200,9 +206,7 @@ func BenchmarkProcess(b *testing.B) {
 		m, _ := benchMember(b)
 		msgs := make([]*sarama.ConsumerMessage, 1024)
 		for i := range msgs {
-			msgs[i] = &sarama.ConsumerMessage{Topic: m.topo.Input, Key: []byte("order-" + strconv.Itoa(i/5)),
-				Value: benchValue(i), Offset: int64(i), Timestamp: time.Now(),
-				Headers: []*sarama.RecordHeader{{Key: []byte("bench-rec"), Value: []byte(strconv.Itoa(i))}}}
+			msgs[i] = inputMessage(m.topo, i)
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -220,9 +224,7 @@ func BenchmarkProcess(b *testing.B) {
 		m := newTestMember(b, newAckProducer(b), all...)
 		msgs := make([]*sarama.ConsumerMessage, b.N)
 		for i := range msgs {
-			msgs[i] = &sarama.ConsumerMessage{Topic: m.topo.Input, Key: []byte("order-" + strconv.Itoa(i/5)),
-				Value: benchValue(i), Offset: int64(i), Timestamp: time.Now(),
-				Headers: []*sarama.RecordHeader{{Key: []byte("bench-rec"), Value: []byte(strconv.Itoa(i))}}}
+			msgs[i] = inputMessage(m.topo, i)
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
