@@ -238,4 +238,23 @@ func BenchmarkProcess(b *testing.B) {
 				m.txn.sent, b.N%1000)
 		}
 	})
+	b.Run("norekey", func(b *testing.B) { // --rekey=never: judged in the partition it arrived in, runs of 64 per partition as fetched
+		all := make([]int32, benchPartitions)
+		for p := range all {
+			all[p] = int32(p)
+		}
+		m := newTestMember(b, newAckProducer(b), all...)
+		m.topo.Rekey = dedup.RekeyNever
+		msgs := make([]*sarama.ConsumerMessage, b.N)
+		for i := range msgs {
+			msgs[i] = inputMessage(m.topo, i)
+			msgs[i].Partition = int32(i/64) % benchPartitions
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i, msg := range msgs {
+			m.process(sess, m.prepare(&keys, msg))
+			commitEvery(b, m, i, 1000)
+		}
+	})
 }
