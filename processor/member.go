@@ -48,8 +48,8 @@ type member struct {
 	// Owned by the loop goroutine during a session.
 	tables map[int32]*partitionTable // the claimed partitions' stores
 	txn    txnState
-	failed bool // the session's transaction was aborted: ignore the rest
-	in     chan inbound
+	failed bool           // the session's transaction was aborted: ignore the rest
+	in     chan []inbound // batches of one claim's messages
 	stop   chan struct{}
 	done   chan struct{}
 }
@@ -171,41 +171,49 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 		debug.FreeOSMemory()
 	}
 	m.txn, m.failed = newTxnState(), false
-	m.in, m.stop, m.done = make(chan inbound, 256), make(chan struct{}), make(chan struct{})
+	m.in, m.stop, m.done = make(chan []inbound, 16), make(chan struct{}), make(chan struct{})
 	go m.loop(sess)
 	m.ready.Store(true)
 	m.log.Info("partitions assigned", "claims", sess.Claims(), "generation", sess.GenerationID())
 	return nil
 }
 
-// ConsumeClaim prepares the claim's messages and hands them to the loop.
+// handBatch bounds the messages a claim hands to the loop at once.
+const handBatch = 64
+
+// ConsumeClaim prepares the claim's messages and hands them to the loop in
+// batches: a message and whatever else the claim has buffered, up to
+// handBatch. One channel operation and at most one wake-up of the loop per
+// batch instead of per message took the worker from 56.7k to 65.4k events/s
+// and about 11% less CPU per event (nine alternating pairs of one-off default
+// runs, 2026-12-03): on this VM the loop waited for the Go scheduler for
+// about a third of its time, much of it after being woken per message.
 func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	var keys headerKeys // this goroutine's own: interning is not shared
 	done := sess.Context().Done()
 	for {
-		// A message already buffered is taken with non-blocking receives
-		// (the session's end first, so a revoke stops handing messages
-		// over at once); the two-way select below locks both channels on
-		// every call.
+		var batch []inbound
 		select {
+		case msg, ok := <-claim.Messages():
+			if !ok {
+				return nil
+			}
+			batch = append(make([]inbound, 0, handBatch), m.prepare(&keys, msg))
 		case <-done:
 			return nil
-		default:
 		}
-		select {
-		case msg, ok := <-claim.Messages():
-			if !ok || !m.hand(sess, m.prepare(&keys, msg)) {
-				return nil
+		open := true
+		for open && len(batch) < handBatch {
+			select {
+			case msg, ok := <-claim.Messages():
+				if open = ok; ok {
+					batch = append(batch, m.prepare(&keys, msg))
+				}
+			default:
+				open = false
 			}
-			continue
-		default:
 		}
-		select {
-		case msg, ok := <-claim.Messages():
-			if !ok || !m.hand(sess, m.prepare(&keys, msg)) {
-				return nil
-			}
-		case <-done:
+		if !m.hand(sess, batch) {
 			return nil
 		}
 	}
@@ -224,8 +232,8 @@ func (m *member) prepare(keys *headerKeys, msg *sarama.ConsumerMessage) inbound 
 	return in
 }
 
-// hand queues a message for the loop; false when the session ended first.
-func (m *member) hand(sess sarama.ConsumerGroupSession, in inbound) bool {
+// hand queues a batch for the loop; false when the session ended first.
+func (m *member) hand(sess sarama.ConsumerGroupSession, in []inbound) bool {
 	select { // the non-blocking send first: no locking of both channels
 	case m.in <- in:
 		return true
@@ -287,8 +295,8 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 			acks, nacks = m.producer.Successes(), m.producer.Errors()
 		}
 		select {
-		case in := <-m.in:
-			m.handle(sess, in)
+		case batch := <-m.in:
+			m.handleBatch(sess, batch)
 			m.handleQueued(sess)
 		case s := <-acks:
 			m.acked(s)
@@ -310,21 +318,27 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 	}
 }
 
-// drainMax is how many queued messages the loop takes in a row.
-const drainMax = 64
+// drainMax is how many queued batches the loop takes in a row.
+const drainMax = 4
 
-// handleQueued handles up to drainMax messages already queued, with
+// handleQueued handles up to drainMax batches already queued, with
 // non-blocking receives instead of the loop's full select, which locks every
 // channel it waits on. Bounded, so acknowledgements and the commit tick still
 // come in between.
 func (m *member) handleQueued(sess sarama.ConsumerGroupSession) {
 	for range drainMax {
 		select {
-		case in := <-m.in:
-			m.handle(sess, in)
+		case batch := <-m.in:
+			m.handleBatch(sess, batch)
 		default:
 			return
 		}
+	}
+}
+
+func (m *member) handleBatch(sess sarama.ConsumerGroupSession, batch []inbound) {
+	for _, in := range batch {
+		m.handle(sess, in)
 	}
 }
 
