@@ -202,15 +202,15 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 		case <-done:
 			return nil
 		}
-		open := true
-		for open && len(batch) < handBatch {
+		more := true // the claim may have more buffered
+		for more && len(batch) < handBatch {
 			select {
 			case msg, ok := <-claim.Messages():
-				if open = ok; ok {
+				if more = ok; ok {
 					batch = append(batch, m.prepare(&keys, msg))
 				}
 			default:
-				open = false
+				more = false
 			}
 		}
 		if !m.hand(sess, batch) {
