@@ -48,10 +48,16 @@ type member struct {
 	// Owned by the loop goroutine during a session.
 	tables map[int32]*partitionTable // the claimed partitions' stores
 	txn    txnState
-	failed bool           // the session's transaction was aborted: ignore the rest
-	in     chan []inbound // batches of one claim's messages
-	stop   chan struct{}
-	done   chan struct{}
+	// committing is the previous transaction while its commit runs
+	// (commit.go); staged holds the records produced meanwhile, and
+	// commitDue says the commit interval ended meanwhile.
+	committing *pendingCommit
+	staged     []*sarama.ProducerMessage
+	commitDue  bool
+	failed     bool           // the session's transaction was aborted: ignore the rest
+	in         chan []inbound // batches of one claim's messages
+	stop       chan struct{}
+	done       chan struct{}
 }
 
 // inbound is a consumed message with what its claim's goroutine worked out
@@ -170,7 +176,7 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 		// hundreds of MiB it does not use. Hand it back now, once.
 		debug.FreeOSMemory()
 	}
-	m.txn, m.failed = newTxnState(), false
+	m.txn, m.failed, m.committing, m.commitDue = newTxnState(), false, nil, false
 	m.in, m.stop, m.done = make(chan []inbound, 16), make(chan struct{}), make(chan struct{})
 	go m.loop(sess)
 	m.ready.Store(true)
@@ -288,10 +294,15 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 	sweepMore := false
 	for {
 		// Acknowledgements are taken whenever they come, so the producer
-		// never waits on the loop; none come once the session failed.
+		// never waits on the loop; none come once the session failed, and
+		// while a commit runs its goroutine takes them.
 		var acks <-chan *sarama.ProducerMessage
 		var nacks <-chan *sarama.ProducerError
-		if !m.failed {
+		var committed <-chan error
+		switch {
+		case m.committing != nil:
+			committed = m.committing.done
+		case !m.failed:
 			acks, nacks = m.producer.Successes(), m.producer.Errors()
 		}
 		select {
@@ -299,9 +310,14 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 			m.handleBatch(sess, batch)
 			m.handleQueued(sess)
 		case s := <-acks:
-			m.acked(s)
+			m.acked(&m.txn, s)
 		case e := <-nacks:
-			m.nacked(e)
+			m.nacked(&m.txn, e)
+		case err := <-committed:
+			m.finishCommit(err)
+			if m.commitDue {
+				m.startCommit(sess)
+			}
 		case <-tick.C:
 			if sweepMore && !m.failed {
 				sweepMore = m.sweep(time.Now())
@@ -312,7 +328,7 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 				sweepMore = m.sweep(time.Now())
 			}
 		case <-m.stop:
-			m.commit(sess)
+			m.commitAndWait(sess)
 			return
 		}
 	}
@@ -353,8 +369,8 @@ func (m *member) handle(sess sarama.ConsumerGroupSession, in inbound) {
 	case m.failed:
 	case m.txn.err != nil:
 		m.abort(m.txn.err)
-	case m.txn.sent >= m.cfg.MaxBatch:
-		m.commit(sess)
+	case m.txn.sent+len(m.staged) >= m.cfg.MaxBatch:
+		m.commitFull(sess)
 	}
 }
 

@@ -138,7 +138,7 @@ func commitEvery(b *testing.B, m *member, i, n int) {
 			b.Fatal(err)
 		}
 	}
-	m.flush()
+	m.flush(&m.txn)
 	m.txn = newTxnState()
 	b.StartTimer()
 }
@@ -175,7 +175,7 @@ func BenchmarkProcess(b *testing.B) {
 		for i := range msgs {
 			msgs[i] = loopMessage(m.topo, i*7%seen)
 		}
-		m.flush()
+		m.flush(&m.txn)
 		m.txn = newTxnState()
 		b.ReportAllocs()
 		b.ResetTimer()

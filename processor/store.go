@@ -40,6 +40,11 @@ type store struct {
 	// writeBuffer is the memtable size db was opened with.
 	writeBuffer int
 	overlay     map[string][]byte // nil value: deleted in this transaction
+	// sealed is the overlay of the transaction being committed while the
+	// next one is processed (Seal, ApplySealed); nil when none. Reads see
+	// overlay, then sealed, then LevelDB. spare is a cleared map for the
+	// next Seal.
+	sealed, spare map[string][]byte
 	// base caches what this transaction read from LevelDB (nil: absent),
 	// so Apply need not read a key again to keep the entry count: a
 	// first-seen key is looked up once, not twice.
@@ -225,7 +230,7 @@ func (s *store) Expired(now int64, limit, scan int) (keys []string, done bool, e
 		if exp := s.expiry(it.Value()); exp <= 0 || exp > now {
 			continue
 		}
-		if _, touched := s.overlay[string(last[1:])]; !touched {
+		if !s.touched(string(last[1:])) {
 			keys = append(keys, string(last[1:]))
 		}
 	}
@@ -235,9 +240,21 @@ func (s *store) Expired(now int64, limit, scan int) (keys []string, done bool, e
 	return keys, false, it.Error()
 }
 
+// touched reports whether an uncommitted transaction wrote key.
+func (s *store) touched(key string) bool {
+	if _, ok := s.overlay[key]; ok {
+		return true
+	}
+	_, ok := s.sealed[key]
+	return ok
+}
+
 // Get returns the value of key, or nil when there is none.
 func (s *store) Get(key string) ([]byte, error) {
 	if v, ok := s.overlay[key]; ok {
+		return v, nil
+	}
+	if v, ok := s.sealed[key]; ok {
 		return v, nil
 	}
 	if v, ok := s.base[key]; ok {
@@ -260,7 +277,52 @@ func (s *store) Get(key string) ([]byte, error) {
 func (s *store) Set(key string, value []byte) { s.overlay[key] = value }
 func (s *store) Delete(key string)            { s.overlay[key] = nil }
 func (s *store) Dirty() bool                  { return len(s.overlay) > 0 }
-func (s *store) Drop()                        { clear(s.overlay); clear(s.base) }
+
+// Drop forgets the uncommitted writes, sealed or not, after an abort.
+func (s *store) Drop() {
+	clear(s.overlay)
+	clear(s.sealed)
+	clear(s.base)
+}
+
+// Seal sets the overlay aside as the transaction being committed and starts
+// an empty one for the next, so the loop can go on processing while Kafka
+// commits; ApplySealed writes it to LevelDB once the commit succeeded. It
+// reports whether there was anything to seal. At most one transaction is
+// sealed at a time.
+func (s *store) Seal() bool {
+	if len(s.overlay) == 0 {
+		return false
+	}
+	if s.sealed != nil {
+		panic("store: a sealed transaction is still pending")
+	}
+	next := s.spare
+	if next == nil {
+		next = map[string][]byte{}
+	}
+	s.sealed, s.overlay, s.spare = s.overlay, next, nil
+	return true
+}
+
+// ApplySealed writes the sealed overlay and the changelog offset in one
+// batch, like Apply. The cached LevelDB reads of its keys are stale after
+// it and dropped; the others still hold for the next transaction.
+func (s *store) ApplySealed(changelogNext int64) error {
+	if s.sealed == nil {
+		return nil
+	}
+	if err := s.write(s.sealed, changelogNext); err != nil {
+		return err
+	}
+	for k := range s.sealed {
+		delete(s.base, k)
+	}
+	clear(s.sealed)
+	s.spare, s.sealed = s.sealed, nil
+	s.maintainKeys()
+	return nil
+}
 
 // ChangelogNext is the changelog offset to restore from: everything below it
 // is in LevelDB. -1 when nothing was stored yet.
@@ -268,9 +330,21 @@ func (s *store) ChangelogNext() (int64, error) { return s.meta(metaChangelogNext
 
 // Apply writes the overlay and the changelog offset in one batch.
 func (s *store) Apply(changelogNext int64) error {
+	if err := s.write(s.overlay, changelogNext); err != nil {
+		return err
+	}
+	clear(s.overlay)
+	clear(s.base)
+	s.maintainKeys()
+	return nil
+}
+
+// write puts layer and the changelog offset into LevelDB in one batch and
+// keeps the entry count; base must hold LevelDB's values from before it.
+func (s *store) write(layer map[string][]byte, changelogNext int64) error {
 	b := new(leveldb.Batch)
 	delta := int64(0)
-	for k, v := range s.overlay {
+	for k, v := range layer {
 		dk := dataKey(k)
 		old, known := s.base[k]
 		had := known && old != nil
@@ -302,9 +376,6 @@ func (s *store) Apply(changelogNext int64) error {
 		return fmt.Errorf("apply committed transaction to %s: %w", s.path, err)
 	}
 	s.entries += delta
-	clear(s.overlay)
-	clear(s.base)
-	s.maintainKeys()
 	return nil
 }
 
@@ -317,8 +388,7 @@ func (s *store) Wipe() error {
 	if err := os.RemoveAll(s.path); err != nil {
 		return err
 	}
-	clear(s.overlay)
-	clear(s.base)
+	s.Drop()
 	s.keys = nil // open builds an empty one
 	return s.open(s.writeBuffer)
 }

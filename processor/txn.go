@@ -3,7 +3,6 @@ package processor
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/IBM/sarama"
 )
@@ -31,7 +30,11 @@ func newTxnState() txnState {
 // producer never blocks on a full Successes channel while the loop blocks on
 // Input.
 func (m *member) send(msg *sarama.ProducerMessage) {
-	if !m.beginTxn() {
+	if m.committing != nil { // held back until the last transaction committed
+		m.staged = append(m.staged, msg)
+		return
+	}
+	if !m.beginTxn(&m.txn) {
 		return
 	}
 	// Fast path: a select with a default is a plain non-blocking send; the
@@ -49,42 +52,42 @@ func (m *member) send(msg *sarama.ProducerMessage) {
 			m.txn.sent++
 			return
 		case s := <-m.producer.Successes():
-			m.acked(s)
+			m.acked(&m.txn, s)
 		case e := <-m.producer.Errors():
-			m.nacked(e)
+			m.nacked(&m.txn, e)
 		}
 	}
 }
 
 // beginTxn makes sure a transaction is open; false (with txn.err set) when
 // the producer refuses.
-func (m *member) beginTxn() bool {
-	if m.txn.open {
+func (m *member) beginTxn(t *txnState) bool {
+	if t.open {
 		return true
 	}
 	// A session that ended with nothing to commit leaves its (empty)
 	// transaction open in the producer; carry on with it.
 	if m.producer.TxnStatus()&sarama.ProducerTxnFlagInTransaction == 0 {
 		if err := m.producer.BeginTxn(); err != nil {
-			m.txn.err = fmt.Errorf("begin transaction: %w", err)
+			t.err = fmt.Errorf("begin transaction: %w", err)
 			return false
 		}
 	}
-	m.txn.open = true
+	t.open = true
 	return true
 }
 
-func (m *member) acked(msg *sarama.ProducerMessage) {
-	m.txn.acked++
+func (m *member) acked(t *txnState, msg *sarama.ProducerMessage) {
+	t.acked++
 	if msg.Topic == m.tableTopic {
-		m.txn.next[msg.Partition] = max(m.txn.next[msg.Partition], msg.Offset+1)
+		t.next[msg.Partition] = max(t.next[msg.Partition], msg.Offset+1)
 	}
 }
 
-func (m *member) nacked(e *sarama.ProducerError) {
-	m.txn.acked++
-	if m.txn.err == nil {
-		m.txn.err = fmt.Errorf("produce to %s: %w", e.Msg.Topic, e.Err)
+func (m *member) nacked(t *txnState, e *sarama.ProducerError) {
+	t.acked++
+	if t.err == nil {
+		t.err = fmt.Errorf("produce to %s: %w", e.Msg.Topic, e.Err)
 	}
 }
 
@@ -92,84 +95,15 @@ func (m *member) nacked(e *sarama.ProducerError) {
 // failed. sarama's CommitTxn and AbortTxn wait for in-flight records too, but
 // they would deadlock once more acknowledgements are due than the Successes
 // channel holds, because the loop is the one reading it.
-func (m *member) flush() {
-	for m.txn.acked < m.txn.sent {
+func (m *member) flush(t *txnState) {
+	for t.acked < t.sent {
 		select {
 		case s := <-m.producer.Successes():
-			m.acked(s)
+			m.acked(t, s)
 		case e := <-m.producer.Errors():
-			m.nacked(e)
+			m.nacked(t, e)
 		}
 	}
-}
-
-// commit ends the open transaction: it waits for its records, adds the
-// consumed offsets with the live session's group metadata and commits. Only
-// after the commit succeeded are the overlays written to LevelDB, with the
-// changelog offset each reached. Any failure aborts: nothing of the
-// transaction survives, and the session is ended so the member resumes from
-// the committed offsets.
-func (m *member) commit(sess sarama.ConsumerGroupSession) {
-	if m.failed || !m.txn.dirty {
-		return
-	}
-	start := time.Now()
-	if err := m.commitTxn(sess); err != nil {
-		m.abort(err)
-		return
-	}
-	for p, t := range m.tables {
-		s := t.store
-		if !s.Dirty() {
-			continue
-		}
-		off, ok := m.txn.next[p]
-		if !ok {
-			off = -1
-		}
-		if err := s.Apply(off); err != nil {
-			// The transaction is committed; the store is behind its stored
-			// changelog offset's data, so stop: the next owner restores.
-			m.fatal = fmt.Errorf("partition %d: %w", p, err)
-			m.failed = true
-			m.cancelSession()
-			return
-		}
-		m.reportTable(p, s)
-	}
-	m.hooks.TxnCommitted(time.Since(start), m.txn.sent)
-	m.txn = newTxnState()
-}
-
-func (m *member) commitTxn(sess sarama.ConsumerGroupSession) error {
-	m.flush()
-	if m.txn.err != nil {
-		return m.txn.err
-	}
-	if !m.beginTxn() { // only offsets to commit
-		return m.txn.err
-	}
-	if m.cfg.BeforeCommit != nil {
-		if err := m.cfg.BeforeCommit(); err != nil {
-			return &crash{err}
-		}
-	}
-	offsets := make(map[string][]*sarama.PartitionOffsetMetadata, len(m.txn.offsets))
-	for topic, parts := range m.txn.offsets {
-		for p, off := range parts {
-			offsets[topic] = append(offsets[topic], &sarama.PartitionOffsetMetadata{Partition: p, Offset: off})
-		}
-	}
-	if len(offsets) > 0 {
-		meta := sarama.NewConsumerGroupMetadataFromSession(sess, m.topo.Group, &m.memberName)
-		if err := m.producer.AddOffsetsToTxnWithGroupMetadata(offsets, meta); err != nil {
-			return fmt.Errorf("add offsets to transaction: %w", err)
-		}
-	}
-	if err := m.producer.CommitTxn(); err != nil {
-		return fmt.Errorf("commit transaction: %w", err)
-	}
-	return nil
 }
 
 // fencingErrors mean another member or instance owns the work now.
@@ -192,7 +126,10 @@ func isFencing(err error) bool {
 // producer) the producer is replaced before the member rejoins. An injected
 // crash skips all of that, like a killed process.
 func (m *member) abort(cause error) {
+	m.awaitCommitted() // the producer is the loop's again
 	m.failed = true
+	clear(m.staged)
+	m.staged = m.staged[:0]
 	for _, t := range m.tables {
 		t.store.Drop()
 	}
@@ -212,7 +149,7 @@ func (m *member) abort(cause error) {
 	}
 	m.hooks.TxnAborted(reason)
 	m.log.Warn("transaction failed, aborting", "err", cause, "fenced", fenced)
-	m.flush()
+	m.flush(&m.txn)
 	m.txn = newTxnState()
 	status := m.producer.TxnStatus()
 	if status&sarama.ProducerTxnFlagFatalError != 0 {
