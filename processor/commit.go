@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,12 +23,30 @@ import (
 // from the committed offsets: the staged records' inputs were not committed
 // either.
 
-// pendingCommit is a transaction whose Kafka part is being committed.
+// pendingCommit is a transaction being committed.
 type pendingCommit struct {
-	txn   txnState
-	start time.Time
-	done  chan error // one value, when the Kafka part ended
+	txn    txnState
+	start  time.Time
+	sealed []sealedStore
+	done   chan error // one value, when the commit ended
 }
+
+// sealedStore is a partition store with a sealed transaction and, once
+// written, its entry count's change.
+type sealedStore struct {
+	p     int32
+	t     *partitionTable
+	delta int64
+}
+
+// applyError is a failure to write a committed transaction to LevelDB.
+type applyError struct {
+	p   int32
+	err error
+}
+
+func (e *applyError) Error() string { return fmt.Sprintf("partition %d: %v", e.p, e.err) }
+func (e *applyError) Unwrap() error { return e.err }
 
 // commit starts committing the open transaction, or, while another commit
 // is still running, marks it due: the loop starts it when that one ended.
@@ -54,10 +73,11 @@ func (m *member) commitAndWait(sess sarama.ConsumerGroupSession) {
 	m.awaitCommit()
 }
 
-// startCommit seals the open transaction and starts its Kafka part. The
-// goroutine owns the producer until it reported on done; the loop neither
-// sends nor reads acknowledgements meanwhile, and always waits for it
-// (finishCommit, awaitCommit, abort) before the session ends.
+// startCommit seals the open transaction and starts committing it. The
+// goroutine owns the producer and the sealed overlays' LevelDB writes until
+// it reported on done; the loop neither sends nor reads acknowledgements
+// meanwhile, and always waits for it (finishCommit, awaitCommit, abort)
+// before the session ends.
 func (m *member) startCommit(sess sarama.ConsumerGroupSession) {
 	if m.committing != nil {
 		return
@@ -66,13 +86,36 @@ func (m *member) startCommit(sess sarama.ConsumerGroupSession) {
 	if m.failed || !m.txn.dirty {
 		return
 	}
-	for _, t := range m.tables {
-		t.store.Seal()
-	}
 	pc := &pendingCommit{txn: m.txn, start: time.Now(), done: make(chan error, 1)}
+	for p, t := range m.tables {
+		if t.store.Seal() {
+			pc.sealed = append(pc.sealed, sealedStore{p: p, t: t})
+		}
+	}
 	m.txn = newTxnState()
 	m.committing = pc
-	go func() { pc.done <- m.commitTxn(sess, &pc.txn) }()
+	go func() { pc.done <- m.commitSealed(sess, pc) }()
+}
+
+// commitSealed commits pc in Kafka and then writes its overlays to LevelDB
+// with the changelog offset each reached (an applyError when that fails).
+func (m *member) commitSealed(sess sarama.ConsumerGroupSession, pc *pendingCommit) error {
+	if err := m.commitTxn(sess, &pc.txn); err != nil {
+		return err
+	}
+	for i := range pc.sealed {
+		ss := &pc.sealed[i]
+		off, ok := pc.txn.next[ss.p]
+		if !ok {
+			off = -1
+		}
+		delta, err := ss.t.store.WriteSealed(off)
+		if err != nil {
+			return &applyError{p: ss.p, err: err}
+		}
+		ss.delta = delta
+	}
+	return nil
 }
 
 // awaitCommit waits for a running commit and finishes it.
@@ -82,17 +125,17 @@ func (m *member) awaitCommit() {
 	}
 }
 
-// finishCommit ends a commit whose Kafka part reported err: on success it
-// writes the sealed overlays to LevelDB with the changelog offsets they
-// reached and sends the staged records; on failure it aborts.
+// finishCommit ends a commit that reported err: on success the stores drop
+// their sealed overlays, which LevelDB holds now, and the staged records are
+// sent; on a Kafka failure it aborts.
 func (m *member) finishCommit(err error) {
 	pc := m.committing
 	m.committing = nil
-	if err != nil {
+	if err != nil && !m.applyFailed(err) {
 		m.abort(err)
 		return
 	}
-	if !m.applySealed(pc) {
+	if !m.committed(pc, err) {
 		return
 	}
 	staged := m.staged
@@ -103,41 +146,37 @@ func (m *member) finishCommit(err error) {
 	m.staged = staged[:0]
 }
 
-// awaitCommitted, for abort, waits for a running commit; if it succeeded,
-// LevelDB gets its overlays (it would be correct without them too: a store
-// records the changelog offset it holds, and the next owner restores the
-// rest).
+// awaitCommitted, for abort, waits for a running commit and, if it
+// succeeded, drops its sealed overlays.
 func (m *member) awaitCommitted() {
 	if m.committing == nil {
 		return
 	}
 	pc := m.committing
 	m.committing = nil
-	if err := <-pc.done; err == nil {
-		m.applySealed(pc)
+	if err := <-pc.done; err == nil || m.applyFailed(err) {
+		m.committed(pc, err)
 	}
 }
 
-// applySealed writes the committed transaction's overlays to LevelDB; false
-// when that failed, which stops the member: the transaction is committed,
-// the store is behind its stored changelog offset's data, and the next
-// owner restores.
-func (m *member) applySealed(pc *pendingCommit) bool {
-	for p, t := range m.tables {
-		if t.store.sealed == nil {
-			continue
-		}
-		off, ok := pc.txn.next[p]
-		if !ok {
-			off = -1
-		}
-		if err := t.store.ApplySealed(off); err != nil {
-			m.fatal = fmt.Errorf("partition %d: %w", p, err)
-			m.failed = true
-			m.cancelSession()
-			return false
-		}
-		m.reportTable(p, t.store)
+func (m *member) applyFailed(err error) bool {
+	var ae *applyError
+	return errors.As(err, &ae)
+}
+
+// committed ends a transaction Kafka committed; false when writing it to
+// LevelDB failed (err), which stops the member: the store is behind its
+// stored changelog offset's data, and the next owner restores.
+func (m *member) committed(pc *pendingCommit, err error) bool {
+	if err != nil {
+		m.fatal = err
+		m.failed = true
+		m.cancelSession()
+		return false
+	}
+	for _, ss := range pc.sealed {
+		ss.t.store.DoneSealed(ss.delta)
+		m.reportTable(ss.p, ss.t.store)
 	}
 	m.hooks.TxnCommitted(time.Since(pc.start), pc.txn.sent)
 	return true

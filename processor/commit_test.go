@@ -61,9 +61,11 @@ func TestStoreSealedTransaction(t *testing.T) {
 	s.Set("c", v1)
 	s.Set("a", v2)
 
-	if err := s.ApplySealed(2); err != nil {
+	delta, err := s.WriteSealed(2)
+	if err != nil {
 		t.Fatal(err)
 	}
+	s.DoneSealed(delta)
 	if next, _ := s.ChangelogNext(); next != 2 {
 		t.Fatalf("changelog next %d after the sealed transaction, want 2", next)
 	}

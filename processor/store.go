@@ -41,10 +41,10 @@ type store struct {
 	writeBuffer int
 	overlay     map[string][]byte // nil value: deleted in this transaction
 	// sealed is the overlay of the transaction being committed while the
-	// next one is processed (Seal, ApplySealed); nil when none. Reads see
-	// overlay, then sealed, then LevelDB. spare is a cleared map for the
-	// next Seal.
-	sealed, spare map[string][]byte
+	// next one is processed, and sealedBase its LevelDB reads (store_seal.go);
+	// nil when none. Reads see overlay, then sealed, then LevelDB.
+	sealed, sealedBase map[string][]byte
+	spare, spareBase   map[string][]byte // cleared maps for the next Seal
 	// base caches what this transaction read from LevelDB (nil: absent),
 	// so Apply need not read a key again to keep the entry count: a
 	// first-seen key is looked up once, not twice.
@@ -240,15 +240,6 @@ func (s *store) Expired(now int64, limit, scan int) (keys []string, done bool, e
 	return keys, false, it.Error()
 }
 
-// touched reports whether an uncommitted transaction wrote key.
-func (s *store) touched(key string) bool {
-	if _, ok := s.overlay[key]; ok {
-		return true
-	}
-	_, ok := s.sealed[key]
-	return ok
-}
-
 // Get returns the value of key, or nil when there is none.
 func (s *store) Get(key string) ([]byte, error) {
 	if v, ok := s.overlay[key]; ok {
@@ -281,47 +272,8 @@ func (s *store) Dirty() bool                  { return len(s.overlay) > 0 }
 // Drop forgets the uncommitted writes, sealed or not, after an abort.
 func (s *store) Drop() {
 	clear(s.overlay)
-	clear(s.sealed)
 	clear(s.base)
-}
-
-// Seal sets the overlay aside as the transaction being committed and starts
-// an empty one for the next, so the loop can go on processing while Kafka
-// commits; ApplySealed writes it to LevelDB once the commit succeeded. It
-// reports whether there was anything to seal. At most one transaction is
-// sealed at a time.
-func (s *store) Seal() bool {
-	if len(s.overlay) == 0 {
-		return false
-	}
-	if s.sealed != nil {
-		panic("store: a sealed transaction is still pending")
-	}
-	next := s.spare
-	if next == nil {
-		next = map[string][]byte{}
-	}
-	s.sealed, s.overlay, s.spare = s.overlay, next, nil
-	return true
-}
-
-// ApplySealed writes the sealed overlay and the changelog offset in one
-// batch, like Apply. The cached LevelDB reads of its keys are stale after
-// it and dropped; the others still hold for the next transaction.
-func (s *store) ApplySealed(changelogNext int64) error {
-	if s.sealed == nil {
-		return nil
-	}
-	if err := s.write(s.sealed, changelogNext); err != nil {
-		return err
-	}
-	for k := range s.sealed {
-		delete(s.base, k)
-	}
-	clear(s.sealed)
-	s.spare, s.sealed = s.sealed, nil
-	s.maintainKeys()
-	return nil
+	s.dropSealed()
 }
 
 // ChangelogNext is the changelog offset to restore from: everything below it
@@ -330,9 +282,11 @@ func (s *store) ChangelogNext() (int64, error) { return s.meta(metaChangelogNext
 
 // Apply writes the overlay and the changelog offset in one batch.
 func (s *store) Apply(changelogNext int64) error {
-	if err := s.write(s.overlay, changelogNext); err != nil {
+	delta, err := s.write(s.overlay, s.base, changelogNext)
+	if err != nil {
 		return err
 	}
+	s.committed(s.overlay, delta)
 	clear(s.overlay)
 	clear(s.base)
 	s.maintainKeys()
@@ -340,20 +294,23 @@ func (s *store) Apply(changelogNext int64) error {
 }
 
 // write puts layer and the changelog offset into LevelDB in one batch and
-// keeps the entry count; base must hold LevelDB's values from before it.
-func (s *store) write(layer map[string][]byte, changelogNext int64) error {
+// returns the change of the entry count; base holds values the transaction
+// read from LevelDB. It reads the store's LevelDB, key filter and entry
+// count and writes only LevelDB, so the loop may read the store meanwhile
+// (WriteSealed).
+func (s *store) write(layer, base map[string][]byte, changelogNext int64) (int64, error) {
 	b := new(leveldb.Batch)
 	delta := int64(0)
 	for k, v := range layer {
 		dk := dataKey(k)
-		old, known := s.base[k]
+		old, known := base[k]
 		had := known && old != nil
 		if !known && s.keys.mayContain(k) {
 			var err error
 			old, err = s.db.Get(dk, nil)
 			had = err == nil
 			if err != nil && !errors.Is(err, leveldb.ErrNotFound) {
-				return err
+				return 0, err
 			}
 		}
 		switch {
@@ -362,7 +319,6 @@ func (s *store) write(layer map[string][]byte, changelogNext int64) error {
 			delta--
 		case v != nil:
 			b.Put(dk, v)
-			s.addKey(k)
 			if !had {
 				delta++
 			}
@@ -373,10 +329,20 @@ func (s *store) write(layer map[string][]byte, changelogNext int64) error {
 	}
 	b.Put([]byte(metaEntries), binary.BigEndian.AppendUint64(nil, uint64(s.entries+delta)))
 	if err := s.db.Write(b, nil); err != nil {
-		return fmt.Errorf("apply committed transaction to %s: %w", s.path, err)
+		return 0, fmt.Errorf("apply committed transaction to %s: %w", s.path, err)
 	}
+	return delta, nil
+}
+
+// committed takes the entry count change of a written layer and its stored
+// keys into the key filter.
+func (s *store) committed(layer map[string][]byte, delta int64) {
 	s.entries += delta
-	return nil
+	for k, v := range layer {
+		if v != nil {
+			s.addKey(k)
+		}
+	}
 }
 
 // Wipe deletes every record, for a restore from the start.
