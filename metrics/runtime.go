@@ -40,7 +40,7 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 		aborted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "dedup", Name: "transactions_aborted_total",
 			Help: "Kafka transactions aborted, by reason (fenced, error).", ConstLabels: labels}, []string{"reason"}),
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "dedup", Name: "commit_duration_seconds",
-			Help: "Time to send, add offsets to and commit one transaction.", ConstLabels: labels,
+			Help: "Time to commit one transaction, from sealing it to its overlays in LevelDB (processing goes on meanwhile).", ConstLabels: labels,
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		restoreRemainig: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dedup", Name: "restore_remaining_records",
 			Help: "Changelog records left to restore, by partition.", ConstLabels: labels}, []string{"partition"}),

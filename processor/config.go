@@ -6,7 +6,9 @@
 // read_committed with goka's copartitioning strategy and auto-commit off; one
 // transactional producer whose transactional.id is stable across restarts of
 // the instance; per partition a LevelDB store with an in-memory overlay that
-// is applied only after the transaction committed. See
+// is applied only after the transaction committed. A transaction commits in
+// a goroutine while the member processes the next one, whose records wait
+// until the commit succeeded (commit.go). See
 // ../shared/design/ARCHITECTURE.md, "The exactly-once runtime".
 package processor
 
