@@ -16,12 +16,13 @@ import (
 // messages. What they produce is held back in member.staged, not sent: the
 // producer cannot begin the next transaction before EndTxn returned, and a
 // record sent too early would join the committing transaction. Their table
-// writes go to a fresh overlay over the sealed one (store.Seal). Once the
-// commit succeeded, the loop writes the sealed overlays to LevelDB and sends
-// the staged records, which begin the next transaction. When it failed,
-// abort drops both overlays and the staged records, and the member resumes
-// from the committed offsets: the staged records' inputs were not committed
-// either.
+// writes go to a fresh overlay over the sealed one (store.Seal). Once Kafka
+// committed, the goroutine writes the sealed overlays to LevelDB too
+// (store_seal.go says why the loop may read the stores meanwhile); then the
+// loop drops them and sends the staged records, which begin the next
+// transaction. When the commit failed, abort drops both overlays and the
+// staged records, and the member resumes from the committed offsets: the
+// staged records' inputs were not committed either.
 
 // pendingCommit is a transaction being committed.
 type pendingCommit struct {
@@ -131,7 +132,7 @@ func (m *member) awaitCommit() {
 func (m *member) finishCommit(err error) {
 	pc := m.committing
 	m.committing = nil
-	if err != nil && !m.applyFailed(err) {
+	if err != nil && !isApplyError(err) {
 		m.abort(err)
 		return
 	}
@@ -154,12 +155,12 @@ func (m *member) awaitCommitted() {
 	}
 	pc := m.committing
 	m.committing = nil
-	if err := <-pc.done; err == nil || m.applyFailed(err) {
+	if err := <-pc.done; err == nil || isApplyError(err) {
 		m.committed(pc, err)
 	}
 }
 
-func (m *member) applyFailed(err error) bool {
+func isApplyError(err error) bool {
 	var ae *applyError
 	return errors.As(err, &ae)
 }
