@@ -19,8 +19,10 @@ import (
 // member is one consumer-group member with its transactional producer.
 // Between Setup and Cleanup of a session, one goroutine (loop) owns the
 // stores, the queued records and the offsets: it processes messages one at a
-// time and commits between them, so every commit is at a message boundary of
-// every partition the member owns.
+// time and seals a transaction for commit between them, so every commit is
+// at a message boundary of every partition the member owns. While a sealed
+// transaction commits, its goroutine has the producer and writes the stores'
+// LevelDB (commit.go).
 type member struct {
 	cfg        *Config
 	topo       *dedup.Topology
