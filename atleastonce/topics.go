@@ -54,12 +54,12 @@ type ownedTopics struct {
 
 // brokerMoveTimeout bounds the waits for a killed broker to be fenced
 // (broker.session.timeout.ms, 9 s by default) and its partitions' leaders
-// elected: the table offset reads and awaitFirstBroker.
+// elected: the table offset reads and awaitBrokers.
 const brokerMoveTimeout = 30 * time.Second
 
 func ownedTopicsBuilder(sc *sarama.Config, log *slog.Logger) goka.TopicManagerBuilder {
 	return func(brokers []string) (goka.TopicManager, error) {
-		awaitFirstBroker(brokers, sc, log)
+		awaitBrokers(brokers, sc, log)
 		tm, err := goka.TopicManagerBuilderWithConfig(sc, goka.NewTopicManagerConfig())(brokers)
 		if err != nil {
 			return nil, err
@@ -101,22 +101,27 @@ func (t ownedTopics) await(topic string, npar int) error {
 	}
 }
 
-// awaitFirstBroker waits, for up to brokerMoveTimeout, until the first broker of
-// the cluster's metadata accepts a connection. goka's topic manager fails
-// when that one broker does not, with an untyped error ("cannot connect to
-// broker"), and a killed broker stays first in the metadata until the
-// controller fences it: a new goka processor built meanwhile would fail
-// (seen in `make chaos`). Checked with a client of our own, closed each time,
-// because goka's leaks its client when the check fails. After the timeout,
-// or at once after an error that is not transient (kafkautil.Retry's rules
-// and backoff), goka is left to report whatever it finds.
-func awaitFirstBroker(brokers []string, sc *sarama.Config, log *slog.Logger) {
+// awaitBrokers waits, for up to brokerMoveTimeout, until every broker of the
+// cluster's metadata accepts a connection. goka's topic manager checks one
+// broker, client.Brokers()[0], and fails with an untyped error ("cannot
+// connect to broker") when it refuses. sarama builds that list from a map, so
+// the broker goka checks is any of them, and a killed broker stays in the
+// metadata until the controller fences it: a goka processor built meanwhile
+// would fail at random (seen in `make chaos`, first while this checked only
+// the first broker of our own client's list). Checked with a client of our
+// own, closed each time, because goka's leaks its client when the check
+// fails. After the timeout, or at once after an error that is not transient
+// (kafkautil.Retry's rules and backoff), goka is left to report whatever it
+// finds.
+func awaitBrokers(brokers []string, sc *sarama.Config, log *slog.Logger) {
 	_ = kafkautil.Retry(context.Background(), log, "goka topic manager", brokerMoveTimeout, func() error {
-		return firstBrokerReachable(brokers, sc)
+		return brokersReachable(brokers, sc)
 	})
 }
 
-func firstBrokerReachable(brokers []string, sc *sarama.Config) error {
+// brokersReachable connects to every broker in the metadata and reports the
+// first that refuses.
+func brokersReachable(brokers []string, sc *sarama.Config) error {
 	client, err := sarama.NewClient(brokers, sc)
 	if err != nil {
 		return err
@@ -126,15 +131,16 @@ func firstBrokerReachable(brokers []string, sc *sarama.Config) error {
 	if len(active) == 0 {
 		return sarama.ErrOutOfBrokers
 	}
-	b := active[0]
-	if err := b.Open(sc); err != nil && !errors.Is(err, sarama.ErrAlreadyConnected) {
-		return err
-	}
-	if ok, err := b.Connected(); !ok {
-		if err == nil {
-			err = sarama.ErrNotConnected
+	for _, b := range active {
+		if err := b.Open(sc); err != nil && !errors.Is(err, sarama.ErrAlreadyConnected) {
+			return fmt.Errorf("broker %s: %w", b.Addr(), err)
 		}
-		return fmt.Errorf("broker %s: %w", b.Addr(), err) // both kinds are transient
+		if ok, err := b.Connected(); !ok {
+			if err == nil {
+				err = sarama.ErrNotConnected
+			}
+			return fmt.Errorf("broker %s: %w", b.Addr(), err) // both kinds are transient
+		}
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
+
+	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
 // lateTopics is a goka.TopicManager whose metadata shows a topic only from
@@ -98,6 +100,60 @@ func TestOwnedTopicsGetOffsetRetriesTransientErrors(t *testing.T) {
 			}
 			if tc.wantCalls > 0 && late.looks != tc.wantCalls {
 				t.Fatalf("%d calls, want %d", late.looks, tc.wantCalls)
+			}
+		})
+	}
+}
+
+// goka's topic manager checks client.Brokers()[0], which is any broker of the
+// metadata (sarama lists them from a map), so the wait before building it must
+// see a dead broker wherever it is in that list, every time.
+func TestBrokersReachableChecksEveryBrokerOfTheMetadata(t *testing.T) {
+	live := sarama.NewMockBroker(t, 1)
+	defer live.Close()
+	other := sarama.NewMockBroker(t, 2)
+	defer other.Close()
+	dead := sarama.NewMockBroker(t, 3)
+	deadAddr := dead.Addr()
+	dead.Close() // its address now refuses connections
+
+	cases := []struct {
+		name     string
+		listed   map[string]int32
+		wantDead bool
+	}{
+		{"all up", map[string]int32{live.Addr(): 1, other.Addr(): 2}, false},
+		{"one of three down", map[string]int32{live.Addr(): 1, other.Addr(): 2, deadAddr: 3}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			md := sarama.NewMockMetadataResponse(t).SetController(1)
+			for addr, id := range tc.listed {
+				md.SetBroker(addr, id)
+			}
+			versions := sarama.NewMockApiVersionsResponse(t).SetApiKeys([]sarama.ApiVersionsResponseKey{
+				{ApiKey: 3, MinVersion: 0, MaxVersion: 12}, // Metadata
+				{ApiKey: 18, MinVersion: 0, MaxVersion: 3}, // ApiVersions
+			})
+			live.SetHandlerByMap(map[string]sarama.MockResponse{"ApiVersionsRequest": versions, "MetadataRequest": md})
+			other.SetHandlerByMap(map[string]sarama.MockResponse{"ApiVersionsRequest": versions})
+			sc := sarama.NewConfig()
+			sc.Net.DialTimeout = time.Second
+			sc.Metadata.Retry.Max = 0
+			for i := 0; i < 20; i++ {
+				err := brokersReachable([]string{live.Addr()}, sc)
+				if !tc.wantDead {
+					if err != nil {
+						t.Fatalf("attempt %d: %v", i, err)
+					}
+					continue
+				}
+				if err == nil {
+					t.Fatalf("attempt %d: no error while %s is down", i, deadAddr)
+				}
+				if !strings.Contains(err.Error(), deadAddr) || !kafkautil.Transient(err) {
+					t.Fatalf("attempt %d: %v: want a transient error naming %s", i, err, deadAddr)
+				}
 			}
 		})
 	}
