@@ -18,7 +18,6 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
-	"github.com/lovoo/goka/storage"
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/kafkautil"
@@ -126,7 +125,7 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, error)
 // build makes a goka processor; Run makes a new one after a transient failure.
 func (r *Runner) build() (gokaProcessor, error) {
 	cfg, sc := r.cfg, r.sc
-	build := countingBuilder(storage.DefaultBuilder(cfg.StateDir),
+	build := countingBuilder(cfg.StateDir, cfg.Logger,
 		func(_ string, p int32, n int64) { cfg.TableSize(p, n) },
 		func(_ string, p int32) { cfg.TableClosed(p) })
 	proc, err := goka.NewProcessor(cfg.Brokers, r.topo.Graph(),

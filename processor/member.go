@@ -153,7 +153,12 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 			if m.tables[p] != nil {
 				continue
 			}
-			s, err := openStore(TablePath(m.cfg.StateDir, m.topo.TableTopic(), p), seenExpiry)
+			path := TablePath(m.cfg.StateDir, m.topo.TableTopic(), p)
+			s, damage, err := openOrWipe(path, seenExpiry)
+			if damage != nil {
+				m.log.Error("table store damaged, deleted it to restore it from the changelog",
+					"partition", p, "path", path, "err", damage)
+			}
 			if err != nil {
 				m.closeStores()
 				return err
@@ -163,7 +168,8 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 			// answer "not seen" for keys it has not reached yet.
 			n, err := m.restore(sess.Context(), p, s)
 			if err != nil {
-				s.Close()
+				s.noteCorrupt(err)
+				m.closeStore(p, s)
 				m.closeStores()
 				return err
 			}
@@ -279,12 +285,24 @@ func (m *member) closeStores() {
 	m.tablesMu.Lock()
 	defer m.tablesMu.Unlock()
 	for p, t := range m.tables {
-		if err := t.store.Close(); err != nil {
-			m.log.Warn("closing table store", "partition", p, "err", err)
-		}
+		m.closeStore(p, t.store)
 		m.hooks.PartitionRevoked(p)
 	}
 	m.tables = nil
+}
+
+// closeStore closes a partition's store and deletes it when LevelDB found it
+// damaged, so that the next owner restores it from the changelog
+// (store_corrupt.go).
+func (m *member) closeStore(p int32, s *store) {
+	wiped, err := s.closeOrWipe()
+	if wiped {
+		m.log.Error("table store damaged, deleted it: the partition's next owner restores it from the changelog",
+			"partition", p, "path", s.path)
+	}
+	if err != nil {
+		m.log.Warn("closing table store", "partition", p, "err", err)
+	}
 }
 
 func (m *member) loop(sess sarama.ConsumerGroupSession) {

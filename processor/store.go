@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 
 	"github.com/syndtr/goleveldb/leveldb"
 	"github.com/syndtr/goleveldb/leveldb/filter"
@@ -57,6 +58,9 @@ type store struct {
 	// sweepFrom is the data key the sweeper's next scan starts at (nil:
 	// the first record).
 	sweepFrom []byte
+	// corrupt: LevelDB reported damage; delete the store at close
+	// (store_corrupt.go). Set by the loop and the commit goroutine.
+	corrupt atomic.Bool
 }
 
 // storeOptions are the LevelDB options of a partition store.
@@ -152,7 +156,7 @@ func (s *store) meta(name string, def int64) (int64, error) {
 		return def, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("table store %s: read %s: %w", s.path, name, err)
+		return 0, s.noteCorrupt(fmt.Errorf("table store %s: read %s: %w", s.path, name, err))
 	}
 	if len(v) != 8 {
 		return 0, fmt.Errorf("table store %s: bad %s record", s.path, name)
@@ -224,7 +228,7 @@ func (s *store) Expired(now int64, limit, scan int) (keys []string, done bool, e
 	for n := 0; n < scan && len(keys) < limit; n++ {
 		if !it.Next() {
 			s.sweepFrom = nil
-			return keys, true, it.Error()
+			return keys, true, s.noteCorrupt(it.Error())
 		}
 		last = it.Key()
 		if exp := s.expiry(it.Value()); exp <= 0 || exp > now {
@@ -237,7 +241,7 @@ func (s *store) Expired(now int64, limit, scan int) (keys []string, done bool, e
 	if last != nil { // resume right after the last record looked at
 		s.sweepFrom = append(bytes.Clone(last), 0)
 	}
-	return keys, false, it.Error()
+	return keys, false, s.noteCorrupt(it.Error())
 }
 
 // Get returns the value of key, or nil when there is none.
@@ -262,7 +266,7 @@ func (s *store) Get(key string) ([]byte, error) {
 	if err == nil {
 		s.base[key] = v
 	}
-	return v, err
+	return v, s.noteCorrupt(err)
 }
 
 func (s *store) Set(key string, value []byte) { s.overlay[key] = value }
@@ -310,7 +314,7 @@ func (s *store) write(layer, base map[string][]byte, changelogNext int64) (int64
 			old, err = s.db.Get(dk, nil)
 			had = err == nil
 			if err != nil && !errors.Is(err, leveldb.ErrNotFound) {
-				return 0, err
+				return 0, s.noteCorrupt(err)
 			}
 		}
 		switch {
@@ -329,7 +333,7 @@ func (s *store) write(layer, base map[string][]byte, changelogNext int64) (int64
 	}
 	b.Put([]byte(metaEntries), binary.BigEndian.AppendUint64(nil, uint64(s.entries+delta)))
 	if err := s.db.Write(b, nil); err != nil {
-		return 0, fmt.Errorf("apply committed transaction to %s: %w", s.path, err)
+		return 0, s.noteCorrupt(fmt.Errorf("apply committed transaction to %s: %w", s.path, err))
 	}
 	return delta, nil
 }

@@ -1,0 +1,66 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	lerrors "github.com/syndtr/goleveldb/leveldb/errors"
+	"github.com/syndtr/goleveldb/leveldb/storage"
+)
+
+// A partition store is a cache of its changelog: everything in it can be
+// read back from Kafka. So a store LevelDB reports damaged (a bad block or
+// journal checksum, a missing table file, a broken manifest: a disk fault,
+// a full disk, a file deleted by hand) is deleted and restored from the
+// changelog, as Kafka Streams does with a corrupted state store, instead of
+// failing every start or every transaction that reads the damaged part.
+//
+// Damage found while opening (which scans every stored key to build the
+// key filter, reading every table block) is handled there (openOrWipe).
+// Damage found later, by a lookup, a commit's write or the sweeper, fails
+// the transaction like any store error; the store remembers it, and the
+// member deletes it when it closes it at the end of the session, so the
+// rejoin restores it.
+
+// corrupted reports whether err says LevelDB found its files damaged.
+func corrupted(err error) bool {
+	var c *lerrors.ErrCorrupted
+	var sc *storage.ErrCorrupted
+	return errors.As(err, &c) || errors.As(err, &sc)
+}
+
+// noteCorrupt marks the store for deletion at close when err is damage, and
+// returns err. The loop and the commit goroutine both call it.
+func (s *store) noteCorrupt(err error) error {
+	if err != nil && corrupted(err) {
+		s.corrupt.Store(true)
+	}
+	return err
+}
+
+// openOrWipe opens the store at path. When LevelDB finds it damaged, it
+// deletes it and opens an empty one, which the caller restores from the
+// changelog; damage is then the error that made it do so.
+func openOrWipe(path string, expiry expiryFunc) (s *store, damage error, err error) {
+	s, err = openStore(path, expiry)
+	if err == nil || !corrupted(err) {
+		return s, nil, err
+	}
+	damage = err
+	if err := os.RemoveAll(path); err != nil {
+		return nil, damage, fmt.Errorf("delete damaged table store: %w", err)
+	}
+	s, err = openStore(path, expiry)
+	return s, damage, err
+}
+
+// closeOrWipe closes the store and deletes it when it was found damaged;
+// true when it did.
+func (s *store) closeOrWipe() (wiped bool, err error) {
+	err = s.Close()
+	if !s.corrupt.Load() {
+		return false, err
+	}
+	return true, errors.Join(err, os.RemoveAll(s.path))
+}

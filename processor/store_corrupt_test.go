@@ -1,0 +1,159 @@
+package processor
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// damagedStore writes n committed records to a store at a new path and
+// closes it with its records in table files (a reopen flushes the journal
+// into one), so the damage functions have files to break.
+func damagedStore(t *testing.T, n int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "p0")
+	s, err := openStore(path, seenExpiry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := seenValue(t, time.Now().Add(time.Hour))
+	for i := 0; i < n; i++ {
+		s.Set(fmt.Sprintf("id-%05d", i), v)
+	}
+	if err := s.Apply(int64(n)); err != nil {
+		t.Fatal(err)
+	}
+	s = reopened(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(storeFiles(t, path, ".ldb")) == 0 {
+		t.Fatalf("no table file in %s after a reopen", path)
+	}
+	return path
+}
+
+func storeFiles(t *testing.T, dir, suffix string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*"+suffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// overwrite replaces length bytes of file in the middle with garbage.
+func overwrite(t *testing.T, file string, length int) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := len(b) / 3
+	for i := mid; i < mid+length && i < len(b); i++ {
+		b[i] ^= 0x5a
+	}
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var damages = []struct {
+	name   string
+	damage func(t *testing.T, dir string)
+}{
+	{"table file deleted", func(t *testing.T, dir string) {
+		for _, f := range storeFiles(t, dir, ".ldb") {
+			if err := os.Remove(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}},
+	{"table file bytes flipped", func(t *testing.T, dir string) {
+		for _, f := range storeFiles(t, dir, ".ldb") {
+			overwrite(t, f, 64)
+		}
+	}},
+	{"manifest garbled", func(t *testing.T, dir string) {
+		for _, f := range storeFiles(t, dir, "") {
+			if strings.HasPrefix(filepath.Base(f), "MANIFEST-") {
+				overwrite(t, f, 16)
+			}
+		}
+	}},
+}
+
+// A damaged store is deleted and opened empty, so the restore rebuilds it
+// from the changelog, instead of failing every start.
+func TestOpenOrWipeDeletesADamagedStore(t *testing.T) {
+	for _, d := range damages {
+		t.Run(d.name, func(t *testing.T) {
+			path := damagedStore(t, 3000)
+			d.damage(t, path)
+			if _, err := openStore(path, seenExpiry); err == nil || !corrupted(err) {
+				t.Fatalf("openStore on the damaged store: %v, want a corruption error", err)
+			}
+			s, damage, err := openOrWipe(path, seenExpiry)
+			if err != nil {
+				t.Fatalf("openOrWipe: %v", err)
+			}
+			defer s.Close()
+			if damage == nil {
+				t.Error("openOrWipe did not report the damage")
+			}
+			next, err := s.ChangelogNext()
+			if err != nil || next != -1 || s.entries != 0 {
+				t.Fatalf("after the wipe: changelog next %d (%v), %d entries; want -1 and 0 (restore from the start)", next, err, s.entries)
+			}
+		})
+	}
+}
+
+// Damage LevelDB finds after the store was opened (a lookup reading a
+// broken block) fails that read and marks the store: closing it deletes
+// it, so the next owner restores the partition.
+func TestDamageFoundByALookupDeletesTheStoreAtClose(t *testing.T) {
+	path := damagedStore(t, 3000)
+	s, err := openStore(path, seenExpiry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range storeFiles(t, path, ".ldb") {
+		overwrite(t, f, 4096) // after open: only reads find it
+	}
+	var readErr error
+	for i := 0; i < 3000 && readErr == nil; i++ {
+		_, readErr = s.Get(fmt.Sprintf("id-%05d", i))
+	}
+	if readErr == nil || !corrupted(readErr) {
+		t.Fatalf("lookups of the damaged store: %v, want a corruption error", readErr)
+	}
+	wiped, err := s.closeOrWipe()
+	if !wiped || err != nil {
+		t.Fatalf("closeOrWipe: wiped %v, err %v; want the store deleted", wiped, err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("%s still there after closeOrWipe (%v)", path, err)
+	}
+}
+
+// An undamaged store is kept.
+func TestCloseOrWipeKeepsAHealthyStore(t *testing.T) {
+	path := damagedStore(t, 10)
+	s, err := openStore(path, seenExpiry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.Get("id-00003"); err != nil || v == nil {
+		t.Fatalf("Get: %v, %v", v, err)
+	}
+	if wiped, err := s.closeOrWipe(); wiped || err != nil {
+		t.Fatalf("closeOrWipe of a healthy store: wiped %v, err %v", wiped, err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+}
