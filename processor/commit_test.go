@@ -131,7 +131,16 @@ func newCommitProducer(t *testing.T) *commitProducer {
 			p.acks <- msg
 		}
 	}()
-	t.Cleanup(func() { close(p.in); <-done })
+	t.Cleanup(func() {
+		close(p.in)
+		for { // take acks nobody read, so a failed test ends instead of hanging
+			select {
+			case <-p.acks:
+			case <-done:
+				return
+			}
+		}
+	})
 	return p
 }
 

@@ -45,15 +45,21 @@ func storeFiles(t *testing.T, dir, suffix string) []string {
 	return m
 }
 
-// overwrite replaces length bytes of file in the middle with garbage.
-func overwrite(t *testing.T, file string, length int) {
+// overwrite replaces length bytes of file a third into it with garbage.
+func overwrite(t *testing.T, file string, length int) { overwriteAt(t, file, -1, length) }
+
+// overwriteAt replaces length bytes of file from byte at (-1: a third into
+// it) with garbage.
+func overwriteAt(t *testing.T, file string, at, length int) {
 	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mid := len(b) / 3
-	for i := mid; i < mid+length && i < len(b); i++ {
+	if at < 0 {
+		at = len(b) / 3
+	}
+	for i := at; i < at+length && i < len(b); i++ {
 		b[i] ^= 0x5a
 	}
 	if err := os.WriteFile(file, b, 0o644); err != nil {
@@ -155,5 +161,36 @@ func TestCloseOrWipeKeepsAHealthyStore(t *testing.T) {
 	}
 	if _, err := os.Stat(path); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Damage the sweeper's scan finds ends the session at once (the transaction
+// is aborted), so the store is deleted at close and restored by the rejoin,
+// instead of being warned about on every pass while the member runs on.
+func TestSweepOverADamagedStoreEndsTheSession(t *testing.T) {
+	path := damagedStore(t, 3000)
+	s, err := openStore(path, seenExpiry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, f := range storeFiles(t, path, ".ldb") {
+		overwriteAt(t, f, 16, 64) // the first data block: the sweeper's first scan reads it
+	}
+	prod := newCommitProducer(t)
+	m := newTestMember(t, prod)
+	ended := false
+	m.cancelSession = func() { ended = true }
+	m.own(0, s)
+
+	m.sweep(time.Now().Add(2 * time.Hour)) // every record expired: the scan reads every block
+	if !m.failed || !ended {
+		t.Fatalf("after the sweep found damage: failed %v, session ended %v; want both", m.failed, ended)
+	}
+	if !s.corrupt.Load() {
+		t.Error("the store is not marked for deletion")
+	}
+	if prod.aborted == 0 {
+		t.Error("the open transaction was not aborted")
 	}
 }

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/dedupkit/dedup/codecs"
@@ -40,6 +41,12 @@ func (m *member) sweep(now time.Time) (more bool) {
 	for p, t := range m.tables {
 		s := t.store
 		keys, _, err := s.Expired(now.UnixNano(), m.cfg.SweepBatch, sweepScan(s, m.cfg.SweepBatch))
+		if err != nil && corrupted(err) {
+			// The store is marked; ending the session deletes it at close
+			// and the rejoin restores it (store_corrupt.go).
+			m.abort(fmt.Errorf("sweep: partition %d: %w", p, err))
+			return false
+		}
 		if err != nil {
 			m.log.Warn("sweep: scanning the table", "partition", p, "err", err)
 			continue
