@@ -167,11 +167,16 @@ start_node() {
 # fails whenever grep stops at the match while tail still has more than a pipe
 # buffer (64 KiB) to write, and a broker with a hundred partitions logs megabytes
 # while it starts.
+# Liveness here is `alive` on the pid start_node recorded, not pid_of: until the
+# background child has opened its redirections and exec'd java, its cmdline is still
+# this script's, and pid_of's cmdline check would call a starting broker dead (a CI
+# run on a busy machine failed that way in 4 s).
 wait_ready() {
-  local n=$1 d off deadline=$((SECONDS + TIMEOUT))
+  local n=$1 d off pid deadline=$((SECONDS + TIMEOUT))
   d="$(ndir "$n")"; off="$(cat "$d/log.offset" 2>/dev/null || echo 1)"
+  pid="$(cat "$d/kafka.pid" 2>/dev/null)" || die "node $n has no pid file; was it started?"
   until port_open "$(bport "$n")" && started_since "$d/logs/server.log" "$off"; do
-    pid_of "$n" >/dev/null || { tail -n 20 "$d/stdout.log" >&2 || true; die "node $n exited during startup; see $d/stdout.log, $d/logs/server.log"; }
+    alive "$pid" || { [[ ! -f $d/stdout.log ]] || tail -n 20 "$d/stdout.log" >&2 || true; die "node $n exited during startup; see $d/stdout.log, $d/logs/server.log"; }
     ((SECONDS < deadline)) || die "node $n not ready after ${TIMEOUT}s; see $d/logs/server.log"
     sleep 0.5
   done

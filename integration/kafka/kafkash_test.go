@@ -1,0 +1,173 @@
+// Package kafka_test checks kafka.sh itself: `make test`, CI and the chaos
+// driver all start their brokers with it, so a wrong verdict of its own
+// fails a whole run before any test of ours has started.
+package kafka_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// script runs kafka.sh with its own data dir and ports, so it never touches
+// the broker `make test` started.
+type script struct {
+	t    *testing.T
+	path string
+	env  []string
+}
+
+func newScript(t *testing.T) *script {
+	t.Helper()
+	if os.Getenv("KAFKA_BROKERS") == "" {
+		t.Skip("KAFKA_BROKERS is not set: integration tier only (it starts a second local broker)")
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		t.Skip("java not on PATH: kafka.sh cannot start a broker here")
+	}
+	port := freePortPair(t)
+	s := &script{t: t, path: "./kafka.sh", env: append(os.Environ(),
+		"KAFKA_DATA="+t.TempDir(), "KAFKA_PORT="+strconv.Itoa(port), "KAFKA_NODES=1")}
+	t.Cleanup(func() {
+		if out, err := s.cmd(context.Background(), "clean").CombinedOutput(); err != nil {
+			t.Errorf("kafka.sh clean: %v\n%s", err, out)
+		}
+	})
+	return s
+}
+
+// cmd runs in its own process group, and a cancelled context kills that group:
+// a hung kafka.sh must not leave children behind.
+func (s *script) cmd(ctx context.Context, args ...string) *exec.Cmd {
+	c := exec.CommandContext(ctx, s.path, args...)
+	c.Env = s.env
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
+	c.WaitDelay = 5 * time.Second
+	return c
+}
+
+func (s *script) run(args ...string) string {
+	s.t.Helper()
+	out, err := s.cmd(context.Background(), args...).CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("kafka.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func (s *script) data() string {
+	for _, kv := range s.env {
+		if v, ok := strings.CutPrefix(kv, "KAFKA_DATA="); ok {
+			return v
+		}
+	}
+	panic("no KAFKA_DATA")
+}
+
+// freePortPair finds a port p such that p (broker) and p+100 (controller), the
+// pair kafka.sh derives for node 1, are both free now.
+func freePortPair(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		c, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+100))
+		l.Close()
+		if err == nil {
+			c.Close()
+			return p
+		}
+	}
+	t.Fatal("no free port pair p, p+100 after 50 tries")
+	return 0
+}
+
+// A broker whose child process has not yet exec'd java is starting, not dead.
+// The CI run of 2026-12-04 failed in 4 s with "node 1 exited during startup"
+// while the JVM was fine: kafka.sh judged liveness by the pid's cmdline, which
+// until the exec is the script's own. A FIFO as stdout.log holds the child in
+// that window (opening it for writing blocks until a reader comes), for several
+// of kafka.sh's half-second polls.
+func TestUpWaitsForABrokerThatHasNotExecdYet(t *testing.T) {
+	s := newScript(t)
+	s.run("up") // formats the node once
+	s.run("down")
+
+	node := filepath.Join(s.data(), "node-1")
+	stdoutLog := filepath.Join(node, "stdout.log")
+	if err := os.Remove(stdoutLog); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(stdoutLog, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	up := s.cmd(ctx, "up")
+	up.Stdout, up.Stderr = &out, &out
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- up.Wait() }()
+
+	// The child is blocked in open(stdout.log) once its pid is on file. Hold it
+	// there for 2 s (four polls); a kafka.sh that calls it dead ends or hangs
+	// in that time instead of waiting.
+	pidFile := filepath.Join(node, "kafka.pid")
+	waitFor(t, 30*time.Second, func() bool { _, err := os.Stat(pidFile); return err == nil })
+	select {
+	case err := <-done:
+		t.Fatalf("kafka.sh up ended while the broker was still starting (%v):\n%s", err, out.String())
+	case <-time.After(2 * time.Second):
+	}
+
+	// Release the child: read the FIFO until the JVM closes it at `clean`.
+	fifo, err := os.Open(stdoutLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drained := make(chan struct{})
+	go func() { defer close(drained); _, _ = io.Copy(io.Discard, fifo) }()
+	t.Cleanup(func() { // before the clean newScript registered: stop the JVM so the read ends
+		_ = s.cmd(context.Background(), "down").Run()
+		<-drained
+		fifo.Close()
+	})
+
+	if err := <-done; err != nil {
+		t.Fatalf("kafka.sh up: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "ready: ") {
+		t.Fatalf("kafka.sh up did not report ready:\n%s", out.String())
+	}
+	if st := s.run("status"); !strings.Contains(st, " alive") {
+		t.Fatalf("status after up: %s", st)
+	}
+}
+
+func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s", limit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
