@@ -161,7 +161,7 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 			}
 			if err != nil {
 				m.closeStores()
-				return err
+				return m.setupFailed(err)
 			}
 			// Published to Lookup only once restored: a restore reopens or
 			// wipes the store's LevelDB, and a half-restored table would
@@ -171,7 +171,7 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 				s.noteCorrupt(err)
 				m.closeStore(p, s)
 				m.closeStores()
-				return err
+				return m.setupFailed(err)
 			}
 			m.own(p, s)
 			restored += n
@@ -190,6 +190,18 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	m.ready.Store(true)
 	m.log.Info("partitions assigned", "claims", sess.Claims(), "generation", sess.GenerationID())
 	return nil
+}
+
+// setupFailed returns Setup's error, which makes run rejoin the group: a
+// restore's fetch can fail on a broker that moved. A disk error stops the
+// member instead (run returns it): a full disk or a read-only state dir
+// needs an operator, and rejoining every second until then would
+// rebalance every member of the group each time.
+func (m *member) setupFailed(err error) error {
+	if diskError(err) {
+		m.fatal = err
+	}
+	return err
 }
 
 // handBatch bounds the messages a claim hands to the loop at once.

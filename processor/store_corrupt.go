@@ -3,6 +3,7 @@ package processor
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	lerrors "github.com/syndtr/goleveldb/leveldb/errors"
@@ -28,6 +29,16 @@ func corrupted(err error) bool {
 	var c *lerrors.ErrCorrupted
 	var sc *storage.ErrCorrupted
 	return errors.As(err, &c) || errors.As(err, &sc)
+}
+
+// diskError reports whether err is the state dir's file system failing (a
+// full disk, a read-only mount, a path that is not a directory, an I/O
+// error) rather than damaged data, which is deleted and restored, or Kafka.
+// Only file operations return a *fs.PathError; sarama's network errors are
+// *net.OpError.
+func diskError(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && !corrupted(err)
 }
 
 // noteCorrupt marks the store for deletion at close when err is damage, and

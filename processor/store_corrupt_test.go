@@ -1,12 +1,20 @@
 package processor
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/IBM/sarama"
+	lerrors "github.com/syndtr/goleveldb/leveldb/errors"
 )
 
 // damagedStore writes n committed records to a store at a new path and
@@ -192,5 +200,48 @@ func TestSweepOverADamagedStoreEndsTheSession(t *testing.T) {
 	}
 	if prod.aborted == 0 {
 		t.Error("the open transaction was not aborted")
+	}
+}
+
+// Only the state dir's file system failing stops the member (setupFailed):
+// damage is restored, and Kafka's errors are retried by rejoining.
+func TestDiskErrorIsTheFileSystemOnly(t *testing.T) {
+	notADir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, openErr := openStore(filepath.Join(notADir, "p0"), seenExpiry) // its parent is a file
+	if openErr == nil {
+		t.Fatal("opened a store under a regular file")
+	}
+	type testCase struct {
+		name string
+		err  error
+		want bool
+	}
+	cases := []testCase{
+		{"disk full, wrapped", fmt.Errorf("partition 0: %w", &fs.PathError{Op: "write", Path: "000001.log", Err: syscall.ENOSPC}), true},
+		{"state dir under a file", openErr, true},
+		{"damage reported by a file operation", &fs.PathError{Op: "read", Path: "000005.ldb",
+			Err: &lerrors.ErrCorrupted{Err: errors.New("checksum mismatch")}}, false},
+		{"broker refused the connection", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, false},
+		{"no broker left", fmt.Errorf("fetch changelog: %w", sarama.ErrOutOfBrokers), false},
+		{"session ended", context.Canceled, false},
+	}
+	for _, d := range damages { // a missing table file's error holds a *fs.PathError too
+		path := damagedStore(t, 3000)
+		d.damage(t, path)
+		_, err := openStore(path, seenExpiry)
+		cases = append(cases, testCase{"damaged store: " + d.name, err, false})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.err == nil {
+				t.Fatal("no error to classify")
+			}
+			if got := diskError(tc.err); got != tc.want {
+				t.Errorf("diskError(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
 	}
 }
