@@ -214,6 +214,12 @@ func TestDiskErrorIsTheFileSystemOnly(t *testing.T) {
 	if openErr == nil {
 		t.Fatal("opened a store under a regular file")
 	}
+	held, err := openStore(filepath.Join(t.TempDir(), "p0"), seenExpiry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	_, lockErr := openStore(held.path, seenExpiry) // a member that has not closed it yet
 	type testCase struct {
 		name string
 		err  error
@@ -224,6 +230,7 @@ func TestDiskErrorIsTheFileSystemOnly(t *testing.T) {
 		{"state dir under a file", openErr, true},
 		{"damage reported by a file operation", &fs.PathError{Op: "read", Path: "000005.ldb",
 			Err: &lerrors.ErrCorrupted{Err: errors.New("checksum mismatch")}}, false},
+		{"store still held (LevelDB's lock): retried by rejoining", lockErr, false},
 		{"broker refused the connection", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, false},
 		{"no broker left", fmt.Errorf("fetch changelog: %w", sarama.ErrOutOfBrokers), false},
 		{"session ended", context.Canceled, false},
