@@ -103,6 +103,7 @@ func TestFullDiskStopsTheWorker(t *testing.T) {
 			third := events("full3", 20)
 			e.produce(append(append(third, first...), second...)...)
 			e.waitProcessed(group)
+			all := append(append(append([]kafkatest.Record{}, first...), second...), third...)
 
 			if !rt.exactlyOnce {
 				out := eventIDs(t, e.read(e.output))
@@ -112,7 +113,7 @@ func TestFullDiskStopsTheWorker(t *testing.T) {
 					}
 				}
 				missing, doubled := 0, 0
-				for id := range eventIDs(t, append(append(append([]kafkatest.Record{}, first...), second...), third...)) {
+				for id := range eventIDs(t, all) {
 					switch {
 					case out[id] == 0:
 						missing++
@@ -121,12 +122,10 @@ func TestFullDiskStopsTheWorker(t *testing.T) {
 					}
 				}
 				t.Logf("at-least-once after a full disk: %d of %d events missing, %d output more than once",
-					missing, len(first)+len(second)+len(third), doubled)
+					missing, len(all), doubled)
 				return
 			}
-			var want []kafkatest.Record
-			want = append(append(append(want, first...), second...), third...)
-			e.exactlyOnce(want)
+			e.exactlyOnce(all)
 			// Every re-published copy is skipped, including those of the
 			// events whose LevelDB write failed: the restart knows them from
 			// the changelog. The events of the transactions after the failed

@@ -235,7 +235,7 @@ func TestDiskErrorIsTheFileSystemOnly(t *testing.T) {
 		{"no broker left", fmt.Errorf("fetch changelog: %w", sarama.ErrOutOfBrokers), false},
 		{"session ended", context.Canceled, false},
 	}
-	for _, d := range damages { // a missing table file's error holds a *fs.PathError too
+	for _, d := range damages { // LevelDB's own damage reports, deleted and restored instead
 		path := damagedStore(t, 3000)
 		d.damage(t, path)
 		_, err := openStore(path, seenExpiry)
