@@ -41,7 +41,7 @@ test: vet
 	  started=; \
 	  if ! $(KAFKA) status 2>/dev/null | grep -q alive; then $(KAFKA) up; started=1; fi; \
 	  status=0; \
-	  KAFKA_BROKERS=$$($(KAFKA) brokers) $(GO) test -count=1 -timeout 15m $(TESTFLAGS) ./... || status=$$?; \
+	  KAFKA_BROKERS=$$($(KAFKA) brokers) KAFKA_PROXY_ROUTES=$$($(KAFKA) proxy-routes) $(GO) test -count=1 -timeout 15m $(TESTFLAGS) ./... || status=$$?; \
 	  if [ -n "$$started" ]; then $(KAFKA) down; fi; \
 	  exit $$status; \
 	fi

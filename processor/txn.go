@@ -121,6 +121,18 @@ func isFencing(err error) bool {
 	return false
 }
 
+// describe is err's text for the log. sarama has no text for
+// PRODUCER_FENCED (90): it prints "Unknown error, how did this happen? Error
+// code = 90", and that is what an instance that was cut off from the
+// brokers past the transaction timeout logs when it comes back.
+func describe(err error) string {
+	if errors.Is(err, sarama.ErrProducerFenced) {
+		return err.Error() + " (PRODUCER_FENCED: this producer's epoch is stale; the coordinator aborted " +
+			"its transaction after the transaction timeout, or another instance took over)"
+	}
+	return err.Error()
+}
+
 // abort ends a failed transaction: AbortTxn when the producer allows it,
 // otherwise (fatal state, or the abort itself failed, as for a fenced
 // producer) the producer is replaced before the member rejoins. An injected
@@ -148,7 +160,7 @@ func (m *member) abort(cause error) {
 		m.hooks.Fenced()
 	}
 	m.hooks.TxnAborted(reason)
-	m.log.Warn("transaction failed, aborting", "err", cause, "fenced", fenced)
+	m.log.Warn("transaction failed, aborting", "err", describe(cause), "fenced", fenced)
 	m.flush(&m.txn)
 	m.txn = newTxnState()
 	status := m.producer.TxnStatus()

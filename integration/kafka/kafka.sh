@@ -10,6 +10,7 @@
 #   clean        down, then delete the data dir
 #   status       one line per node: id, pid, ports, alive|dead
 #   brokers      bootstrap list: 127.0.0.1:9092[,127.0.0.1:9093,127.0.0.1:9094]
+#   proxy-routes where a fault proxy must listen and forward to: 127.0.0.1:9392=127.0.0.1:9292[,...]
 #   kill N       SIGKILL node N;   start N   restart node N and wait until it is ready
 #   libs         print the classpath dir (fetch first if needed)
 #   run CLASS .. run a Kafka CLI class, e.g. kafka.sh run org.apache.kafka.tools.TopicCommand
@@ -18,6 +19,10 @@
 #   KAFKA_NODES (1)       3 = three broker+controller nodes forming a 3-voter quorum
 #   KAFKA_PORT (9092)     node i (1-based) serves clients on KAFKA_PORT+i-1 ...
 #   KAFKA_CONTROLLER_PORT (KAFKA_PORT+100)  ... and its KRaft controller on this+i-1
+#                         Node i also serves a PROXIED listener on KAFKA_PORT+200+i-1 that it
+#                         advertises as KAFKA_PORT+300+i-1, where nothing listens until a test
+#                         starts a fault proxy there (internal/netfault): clients that
+#                         bootstrap through the proxy then reach every broker through it.
 #   KAFKA_DATA (<repo>/.kafka)  node i's config, data, logs, pid in $KAFKA_DATA/node-i
 #   KAFKA_CACHE (~/.cache/dedupkit/kafka-<version>)  jar cache, outside the repo
 #   KAFKA_HEAP (-Xmx512m -Xms256m) per node; KAFKA_JVM_OPTS extra JVM flags
@@ -76,6 +81,8 @@ load_layout() {
 ndir()  { echo "$DATA/node-$1"; }
 bport() { echo $((PORT + $1 - 1)); }
 cport() { echo $((CPORT + $1 - 1)); }
+pport() { echo $((PORT + 200 + $1 - 1)); }   # PROXIED listener
+aport() { echo $((PORT + 300 + $1 - 1)); }   # ... advertised: the fault proxy's port
 # kill -0 also succeeds on a zombie; a zombie broker is dead for our purposes.
 alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -101,9 +108,9 @@ write_config() {
 process.roles=broker,controller
 node.id=$n
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$(bport "$n"),CONTROLLER://127.0.0.1:$(cport "$n")
-advertised.listeners=PLAINTEXT://127.0.0.1:$(bport "$n")
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=PLAINTEXT://127.0.0.1:$(bport "$n"),CONTROLLER://127.0.0.1:$(cport "$n"),PROXIED://127.0.0.1:$(pport "$n")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(bport "$n"),PROXIED://127.0.0.1:$(aport "$n")
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,PROXIED:PLAINTEXT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$d/data
@@ -128,7 +135,7 @@ EOF
 }
 
 check_ports() {
-  local p; for p in "$(bport "$1")" "$(cport "$1")"; do
+  local p; for p in "$(bport "$1")" "$(cport "$1")" "$(pport "$1")"; do
     ! port_open "$p" || die "port $p is taken by another process (not a node of $DATA); stop it or set KAFKA_PORT"; done
 }
 
@@ -249,6 +256,12 @@ brokers() {
   echo "$out"
 }
 
+proxy_routes() {
+  local n out=""
+  for ((n = 1; n <= NODES; n++)); do out+="${out:+,}127.0.0.1:$(aport "$n")=127.0.0.1:$(pport "$n")"; done
+  echo "$out"
+}
+
 # The data dir ignores itself, so <repo>/.kafka never shows up in git status.
 lock_data() { mkdir -p "$DATA"; [[ -f $DATA/.gitignore ]] || echo '*' >"$DATA/.gitignore"; exec 9>"$DATA/.lock"; flock 9; }
 
@@ -263,6 +276,7 @@ case "${1:-}" in
            fetch; lock_data; start_node "$2"; wait_ready "$2" ;;
   status)  status ;;
   brokers) brokers ;;
+  proxy-routes) proxy_routes ;;
   libs)    fetch; echo "$LIBS" ;;
   run)     shift; [[ $# -gt 0 ]] || die "usage: kafka.sh run CLASS [ARGS...]"; fetch
            exec "$JAVA" -cp "$LIBS/*" -Dlog4j.configuration="file:$HERE/tools-log4j.properties" "$@" 8>&- ;;

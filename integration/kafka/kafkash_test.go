@@ -34,7 +34,7 @@ func newScript(t *testing.T) *script {
 	if _, err := exec.LookPath("java"); err != nil {
 		t.Skip("java not on PATH: kafka.sh cannot start a broker here")
 	}
-	port := freePortPair(t)
+	port := freePorts(t)
 	s := &script{t: t, path: "./kafka.sh", env: append(os.Environ(),
 		"KAFKA_DATA="+t.TempDir(), "KAFKA_PORT="+strconv.Itoa(port), "KAFKA_NODES=1")}
 	t.Cleanup(func() {
@@ -74,9 +74,10 @@ func (s *script) data() string {
 	panic("no KAFKA_DATA")
 }
 
-// freePortPair finds a port p such that p (broker) and p+100 (controller), the
-// pair kafka.sh derives for node 1, are both free now.
-func freePortPair(t *testing.T) int {
+// freePorts finds a port p such that p (broker), p+100 (controller) and
+// p+200 (the PROXIED listener), the ports kafka.sh derives for node 1, are
+// all free now.
+func freePorts(t *testing.T) int {
 	t.Helper()
 	for range 50 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -84,14 +85,21 @@ func freePortPair(t *testing.T) int {
 			t.Fatal(err)
 		}
 		p := l.Addr().(*net.TCPAddr).Port
-		c, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+100))
-		l.Close()
-		if err == nil {
+		free := true
+		for _, q := range []int{p + 100, p + 200} {
+			c, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(q))
+			if err != nil {
+				free = false
+				break
+			}
 			c.Close()
+		}
+		l.Close()
+		if free {
 			return p
 		}
 	}
-	t.Fatal("no free port pair p, p+100 after 50 tries")
+	t.Fatal("no free ports p, p+100, p+200 after 50 tries")
 	return 0
 }
 
