@@ -13,6 +13,7 @@ import (
 
 	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/internal/netfault"
 )
 
 // TestChaosShort is the short fault suite of `make test`: the short preset
@@ -25,6 +26,15 @@ func TestChaosShort(t *testing.T) {
 	}
 	cfg := shortConfig()
 	cfg.Brokers = splitList(v)
+	if routes := os.Getenv("KAFKA_PROXY_ROUTES"); routes != "" {
+		var err error
+		if cfg.ProxyRoutes, err = netfault.ParseRoutes(routes); err != nil {
+			t.Fatalf("KAFKA_PROXY_ROUTES: %v", err)
+		}
+	} else {
+		t.Log("KAFKA_PROXY_ROUTES is not set: no network partition (`make test` sets it from kafka.sh proxy-routes)")
+		cfg.NetPartitions = 0
+	}
 	cfg.RunDir = os.TempDir() + "/dedup-chaos"
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -152,7 +162,8 @@ func TestPlanFaults(t *testing.T) {
 		}
 	}
 	if counts[faultKill] != cfg.Kills || counts[faultScale] != cfg.ScaleSteps || counts[faultBrokerKill] != cfg.BrokerKills ||
-		counts[faultBrokerStart] != cfg.BrokerKills || counts[faultZombie] != cfg.Zombies || counts[faultWipe] != cfg.Wipes {
+		counts[faultBrokerStart] != cfg.BrokerKills || counts[faultZombie] != cfg.Zombies || counts[faultWipe] != cfg.Wipes ||
+		counts[faultNetPartition] != cfg.NetPartitions {
 		t.Fatalf("plan counts %v", counts)
 	}
 }
@@ -175,6 +186,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--kafka-port", "9092"}, "--kafka-port: 9092 is the default broker"},
 		{[]string{"--rate", "100000", "--events", "1000"}, "faults do not fit"},
 		{[]string{"--guarantees", "maybe-once"}, `--guarantees: "maybe-once"`},
+		{[]string{"--preset", "short", "--brokers", "localhost:9092"}, "--net-partitions: 1 partitions on --brokers need --proxy-routes"},
+		{[]string{"--proxy-routes", "localhost:9392"}, `route "localhost:9392": want listen=target`},
 	} {
 		cfg, err := parseFlags(tt.args)
 		if err == nil {

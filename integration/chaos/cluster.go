@@ -15,6 +15,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/internal/netfault"
 )
 
 // cluster is the Kafka a scenario runs on: one the driver started with
@@ -22,9 +23,12 @@ import (
 type cluster struct {
 	brokers []string
 	nodes   int
-	script  string   // kafka.sh; empty for an external cluster
-	env     []string // KAFKA_* for kafka.sh
-	log     io.Writer
+	// proxyRoutes reach every broker through a listener that advertises the
+	// fault proxy's address (kafka.sh proxy-routes); nil for an external cluster.
+	proxyRoutes []netfault.Route
+	script      string   // kafka.sh; empty for an external cluster
+	env         []string // KAFKA_* for kafka.sh
+	log         io.Writer
 }
 
 // externalCluster uses brokers as they are; nothing is started or killed.
@@ -58,6 +62,12 @@ func startCluster(cfg *Config, root string, log io.Writer) (*cluster, error) {
 		return nil, err
 	}
 	c.brokers = splitList(strings.TrimSpace(out))
+	if out, err = c.output("proxy-routes"); err != nil {
+		return nil, err
+	}
+	if c.proxyRoutes, err = netfault.ParseRoutes(strings.TrimSpace(out)); err != nil {
+		return nil, fmt.Errorf("kafka.sh proxy-routes: %w", err)
+	}
 	return c, nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/dedupkit/dedup/internal/netfault"
 )
 
 // Guarantees the worker offers (its --guarantee values).
@@ -40,12 +42,19 @@ type Config struct {
 	Rate       int // records per second
 
 	// Faults, applied at random moments while the load is produced.
-	Instances      int // worker instances at most (and at the start)
-	Kills          int // SIGKILL + restart of a random instance
-	ScaleSteps     int // changes of the instance count, between 1 and Instances
-	BrokerKills    int // SIGKILL + restart of a broker, one at a time
-	BrokerDown     time.Duration
-	Zombies        int // SIGSTOP past the session timeout, then SIGCONT
+	Instances   int // worker instances at most (and at the start)
+	Kills       int // SIGKILL + restart of a random instance
+	ScaleSteps  int // changes of the instance count, between 1 and Instances
+	BrokerKills int // SIGKILL + restart of a broker, one at a time
+	BrokerDown  time.Duration
+	Zombies     int // SIGSTOP past the session timeout, then SIGCONT
+	// NetPartitions cut w1, which reaches the brokers through a fault proxy
+	// (internal/netfault), off the brokers past the session timeout while it
+	// runs, then reconnect it; alternately by resets and by a blackhole.
+	NetPartitions int
+	// ProxyRoutes are the proxy's listen=target pairs: from `kafka.sh
+	// proxy-routes` for the driver's cluster, from --proxy-routes with --brokers.
+	ProxyRoutes    []netfault.Route
 	Wipes          int // SIGKILL, delete the state dir, restart
 	SessionTimeout time.Duration
 
@@ -62,7 +71,7 @@ func fullConfig() Config {
 		Events: 500_000, DupRate: 0.2, LateShare: 0.5, Bad: 5_000, BadKinds: allBadKinds(),
 		Partitions: 12, Aggregates: 20_000, Rate: 1_000,
 		Instances: 3, Kills: 30, ScaleSteps: 5, BrokerKills: 2, BrokerDown: 20 * time.Second,
-		Zombies: 1, Wipes: 1, SessionTimeout: 3 * time.Second,
+		Zombies: 1, NetPartitions: 2, Wipes: 1, SessionTimeout: 3 * time.Second,
 		Guarantees: []string{exactlyOnce, atLeastOnce}, RunDir: ".chaos",
 		DrainTimeout: 15 * time.Minute,
 	}
@@ -74,7 +83,7 @@ func shortConfig() Config {
 	c := fullConfig()
 	c.Nodes = 1
 	c.Events, c.Bad, c.Partitions, c.Aggregates, c.Rate = 20_000, 350, 6, 2_000, 400
-	c.Kills, c.ScaleSteps, c.BrokerKills, c.Zombies, c.Wipes = 8, 2, 0, 1, 1
+	c.Kills, c.ScaleSteps, c.BrokerKills, c.Zombies, c.NetPartitions, c.Wipes = 8, 2, 0, 1, 1, 1
 	c.Guarantees = []string{exactlyOnce}
 	c.DrainTimeout = 3 * time.Minute
 	return c
@@ -127,6 +136,12 @@ func parseFlags(args []string) (Config, error) {
 	fs.IntVar(&cfg.BrokerKills, "broker-kills", cfg.BrokerKills, "broker SIGKILLs with restart, one at a time (needs the driver's 3-node cluster)")
 	fs.DurationVar(&cfg.BrokerDown, "broker-down", cfg.BrokerDown, "longest time a killed broker stays down")
 	fs.IntVar(&cfg.Zombies, "zombies", cfg.Zombies, "instances SIGSTOPped past the session timeout, then resumed")
+	fs.IntVar(&cfg.NetPartitions, "net-partitions", cfg.NetPartitions, "times w1 is cut off the brokers (through a fault proxy) past the session timeout, then reconnected")
+	fs.Func("proxy-routes", "with --brokers: listen=target,... for the fault proxy of --net-partitions (see kafka.sh proxy-routes)", func(s string) error {
+		routes, err := netfault.ParseRoutes(s)
+		cfg.ProxyRoutes = routes
+		return err
+	})
 	fs.IntVar(&cfg.Wipes, "wipes", cfg.Wipes, "instances restarted with their state dir deleted")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", cfg.SessionTimeout, "the workers' --session-timeout")
 	fs.Func("guarantees", "scenarios to run in order (default exactly-once,at-least-once for full)", func(s string) error {
@@ -206,7 +221,7 @@ func (c *Config) Validate() error {
 	for _, f := range []struct {
 		flag string
 		n    int
-	}{{"kills", c.Kills}, {"scale-steps", c.ScaleSteps}, {"broker-kills", c.BrokerKills}, {"zombies", c.Zombies}, {"wipes", c.Wipes}} {
+	}{{"kills", c.Kills}, {"scale-steps", c.ScaleSteps}, {"broker-kills", c.BrokerKills}, {"zombies", c.Zombies}, {"net-partitions", c.NetPartitions}, {"wipes", c.Wipes}} {
 		if f.n < 0 {
 			bad(f.flag, "%d is negative", f.n)
 		}
@@ -216,6 +231,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Zombies > 0 && c.Instances < 2 {
 		bad("zombies", "a zombie needs another instance to take over: --instances of 2 or more")
+	}
+	if c.NetPartitions > 0 && c.Instances < 2 {
+		bad("net-partitions", "a cut-off instance needs another to take over: --instances of 2 or more")
+	}
+	if c.NetPartitions > 0 && len(c.Brokers) > 0 && len(c.ProxyRoutes) == 0 {
+		bad("net-partitions", "%d partitions on --brokers need --proxy-routes (a listener per broker that advertises the proxy's address)", c.NetPartitions)
 	}
 	if c.BrokerKills > 0 && (len(c.Brokers) > 0 || c.Nodes < 3) {
 		bad("broker-kills", "%d broker kills need the driver's own 3-node cluster (no --brokers, --nodes 3)", c.BrokerKills)
@@ -241,7 +262,7 @@ func (c *Config) Validate() error {
 		bad("drain-timeout", "%v: at least 10s", c.DrainTimeout)
 	}
 	// Every fault needs some room: at most one per two seconds of load.
-	faults := c.Kills + c.ScaleSteps + 2*c.BrokerKills + c.Zombies + c.Wipes
+	faults := c.Kills + c.ScaleSteps + 2*c.BrokerKills + c.Zombies + c.NetPartitions + c.Wipes
 	if w := c.window(); faults > 0 && w < time.Duration(faults)*2*time.Second {
 		bad("rate", "%d faults do not fit in %v of load; produce more slowly or apply fewer faults", faults, w.Round(time.Second))
 	}

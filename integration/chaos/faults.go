@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dedupkit/dedup/internal/netfault"
 )
 
 type faultKind int
@@ -18,6 +20,7 @@ const (
 	faultBrokerKill
 	faultBrokerStart
 	faultZombie
+	faultNetPartition
 	faultWipe
 )
 
@@ -44,6 +47,9 @@ func planFaults(cfg *Config, window time.Duration, rng *rand.Rand) []fault {
 	}
 	for range cfg.Wipes {
 		plan = append(plan, fault{at: at(), kind: faultWipe})
+	}
+	for range cfg.NetPartitions {
+		plan = append(plan, fault{at: at(), kind: faultNetPartition})
 	}
 	steps := make([]time.Duration, cfg.ScaleSteps)
 	for i := range steps {
@@ -77,6 +83,7 @@ func planFaults(cfg *Config, window time.Duration, rng *rand.Rand) []fault {
 // faultCounts are the faults applied, for the report.
 type faultCounts struct {
 	kills, scaleSteps, brokerKills, zombies, fenced, wipes int
+	netPartitions, netAborted                              int // w1 cut off; its transaction aborted after
 	scalePath                                              []int
 	brokerDowntime                                         []string
 	notes                                                  []string // faults that did not go as planned
@@ -87,6 +94,7 @@ type chaos struct {
 	cfg     *Config
 	fleet   *fleet
 	cluster *cluster
+	proxy   *netfault.Proxy // w1's way to the brokers; nil without --net-partitions
 	group   string
 	mode    string
 	rng     *rand.Rand
@@ -154,6 +162,8 @@ func (c *chaos) apply(ctx context.Context, f fault) error {
 		c.startBroker(f.node)
 	case faultZombie:
 		return c.zombie(ctx)
+	case faultNetPartition:
+		return c.netPartition(ctx)
 	case faultWipe:
 		return c.wipe()
 	}
@@ -298,6 +308,69 @@ func (c *chaos) zombie(ctx context.Context) error {
 	}
 }
 
+// netPartition cuts w1, the instance that reaches the brokers through the
+// fault proxy, off the brokers while it runs, until the group has dropped it
+// (its session timed out and the others took its partitions), then
+// reconnects it. Unlike a zombie it is not frozen: its loop goes on, and its
+// requests fail (reset) or hang and arrive late (blackhole). Exactly-once,
+// the transaction it held must be aborted.
+func (c *chaos) netPartition(ctx context.Context) error {
+	const slot = 0 // w1
+	if !slices.Contains(c.fleet.wantedSlots(), slot) || len(c.fleet.running()) < 2 {
+		// Scaling up starts the lowest idle slot first: w1 when it is idle.
+		if err := c.scale(len(c.fleet.wantedSlots()) + 1); err != nil {
+			return err
+		}
+	}
+	run := c.fleet.running()
+	if !slices.Contains(run, slot) || len(run) < 2 {
+		c.note("network partition skipped: w1 and another instance must run (running %s)", slotNames(run))
+		return nil
+	}
+	if _, _, err := c.cluster.waitGroup(c.group, time.Minute, func(n int, state string) bool { return n == len(run) && state == "Stable" }); err != nil {
+		c.note("network partition: group not stable before the cut: %v", err)
+	}
+	if err := c.waitProcessing(ctx, slot); err != nil {
+		c.note("network partition: %v", err)
+	}
+	abortedBefore, _ := c.fleet.metric(slot, "dedup_transactions_aborted_total")
+	how := "reset"
+	if c.counts.netPartitions%2 == 1 {
+		how = "blackhole"
+		c.proxy.Blackhole()
+	} else {
+		c.proxy.Reset()
+	}
+	cut := time.Now()
+	c.log("network of w1 cut (%s)", how)
+	_, _, err := c.cluster.waitGroup(c.group, 2*time.Minute, func(n int, state string) bool {
+		return n == len(run)-1 && state == "Stable" && time.Since(cut) > c.cfg.SessionTimeout
+	})
+	if err != nil {
+		c.note("network partition: the group did not drop w1: %v", err)
+	}
+	c.proxy.Heal()
+	c.counts.netPartitions++
+	c.log("network of w1 back after %v (%s; dropped by the group)", time.Since(cut).Round(100*time.Millisecond), how)
+	if c.mode != exactlyOnce { // goka's runtime has no transaction to abort
+		return nil
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		v, err := c.fleet.metric(slot, "dedup_transactions_aborted_total")
+		if err == nil && v > abortedBefore {
+			c.counts.netAborted++
+			c.log("w1's transaction aborted after the partition (dedup_transactions_aborted_total %v)", v)
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			c.note("network partition: no abort by w1 seen within a minute (metric %v, err %v); it may have had no open transaction, or been restarted", v, err)
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond) // polling another process's metric
+	}
+}
+
 // wipe SIGKILLs an instance, deletes its state dir (LevelDB tables and
 // instance id) and starts it again: a new instance that restores from Kafka.
 func (c *chaos) wipe() error {
@@ -356,6 +429,10 @@ func (fc *faultCounts) String() string {
 	s += fmt.Sprintf(", %d zombie", fc.zombies)
 	if fc.zombies > 0 {
 		s += fmt.Sprintf(" (fenced %d times)", fc.fenced)
+	}
+	s += fmt.Sprintf(", w1 cut off the brokers %d times", fc.netPartitions)
+	if fc.netPartitions > 0 {
+		s += fmt.Sprintf(" (its transaction aborted after %d)", fc.netAborted)
 	}
 	return s + fmt.Sprintf(", %d state-dir wipe", fc.wipes)
 }

@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/dedupkit/dedup/internal/netfault"
 )
 
 func main() {
@@ -95,10 +97,23 @@ func run(ctx context.Context, cfg *Config, out io.Writer) ([]*result, error) {
 		}
 	}
 
+	// The fault proxy of --net-partitions: w1 reaches the brokers through it.
+	var px *netfault.Proxy
+	if cfg.NetPartitions > 0 {
+		routes := cl.proxyRoutes
+		if !cl.own() {
+			routes = cfg.ProxyRoutes
+		}
+		if px, err = netfault.Start(routes); err != nil {
+			return nil, err
+		}
+		defer px.Close()
+	}
+
 	var results []*result
 	var runErr error
 	for _, mode := range cfg.Guarantees {
-		r, err := runScenario(ctx, cfg, cl, bin, runDir, mode, cfg.Seed, out)
+		r, err := runScenario(ctx, cfg, cl, px, bin, runDir, mode, cfg.Seed, out)
 		if r != nil {
 			r.print(out, cfg)
 			results = append(results, r)
@@ -156,7 +171,7 @@ func summary(w io.Writer, cfg *Config, results []*result, took time.Duration) {
 	}
 	fmt.Fprintf(w, "\n=== summary (%s, %d partitions, seed %d, %v)\n", src, cfg.Partitions, cfg.Seed, took.Round(time.Second))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "mode\tdistinct events\toutputs\tmissing\tduplicated\tmalformed in\tdead-lettered\tkills\tscale steps\tbroker kills\tzombie fenced\twipes\tcrashes\tfailed starts\tverdict")
+	fmt.Fprintln(tw, "mode\tdistinct events\toutputs\tmissing\tduplicated\tmalformed in\tdead-lettered\tkills\tscale steps\tbroker kills\tzombie fenced\tnet cuts (aborted)\twipes\tcrashes\tfailed starts\tverdict")
 	for _, r := range results {
 		if r.report == nil {
 			fmt.Fprintf(tw, "%s\t(not verified)\n", r.mode)
@@ -169,13 +184,14 @@ func summary(w io.Writer, cfg *Config, results []*result, took time.Duration) {
 				verdict = "(reported, not asserted)"
 			}
 		}
-		fenced := "-"
+		fenced, cuts := "-", fmt.Sprint(r.faults.netPartitions)
 		if r.mode == exactlyOnce {
 			fenced = fmt.Sprint(r.faults.fenced)
+			cuts += fmt.Sprintf(" (%d)", r.faults.netAborted)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\n", r.mode, r.report.InputEvents, r.report.OutputRecords,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t%s\n", r.mode, r.report.InputEvents, r.report.OutputRecords,
 			r.report.MissingEvents, r.report.DuplicatedEvents, sum(r.badInput), sum(r.badDLQ), r.faults.kills, r.faults.scaleSteps,
-			r.faults.brokerKills, fenced, r.faults.wipes, len(r.crashes)-r.startFailures(), r.startFailures(), verdict)
+			r.faults.brokerKills, fenced, cuts, r.faults.wipes, len(r.crashes)-r.startFailures(), r.startFailures(), verdict)
 	}
 	tw.Flush()
 }

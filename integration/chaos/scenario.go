@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/internal/netfault"
 )
 
 // scenario is one guarantee's run: its topics, group and directory.
@@ -49,7 +50,7 @@ func (s *scenario) logf(format string, args ...any) {
 
 // runScenario produces the load while the plan's faults hit the workers and
 // the brokers, waits until the workers caught up, stops them and verifies.
-func runScenario(ctx context.Context, cfg *Config, cl *cluster, bin, runDir, mode string, seed uint64, out io.Writer) (*result, error) {
+func runScenario(ctx context.Context, cfg *Config, cl *cluster, px *netfault.Proxy, bin, runDir, mode string, seed uint64, out io.Writer) (*result, error) {
 	id := make([]byte, 3)
 	crand.Read(id)
 	suffix := mode + "-" + hex.EncodeToString(id)
@@ -72,10 +73,14 @@ func runScenario(ctx context.Context, cfg *Config, cl *cluster, bin, runDir, mod
 		"--output", s.output, "--guarantee", mode, "--session-timeout", cfg.SessionTimeout.String()}
 	fl := newFleet(bin, s.dir, cfg.Instances, args, s.logf)
 	s.logf("topics %s -> %s, dead letters %s, group %s; %d instances", s.input, s.output, s.dlq(), s.group, cfg.Instances)
+	if px != nil {
+		fl.proxied = []string{"--brokers", px.Addrs()} // the later --brokers wins
+		s.logf("w1 reaches the brokers through the fault proxy at %s", px.Addrs())
+	}
 	window := cfg.window()
 	rng := rand.New(rand.NewPCG(seed, 2))
 	plan := planFaults(cfg, window, rng)
-	ch := &chaos{cfg: cfg, fleet: fl, cluster: cl, group: s.group, mode: mode, rng: rng, log: s.logf}
+	ch := &chaos{cfg: cfg, fleet: fl, cluster: cl, proxy: px, group: s.group, mode: mode, rng: rng, log: s.logf}
 	s.logf("producing %d records at %d/s (about %v) while %d faults are applied", cfg.records(), cfg.Rate, window.Round(time.Second), len(plan))
 
 	// Three goroutines owned here: the supervisor, the producer, the faults.

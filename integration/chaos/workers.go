@@ -38,6 +38,7 @@ type proc struct {
 type fleet struct {
 	bin, dir string
 	args     []string // `run` flags shared by every instance
+	proxied  []string // more flags for w1 (slot 0): its brokers through the fault proxy
 	log      func(format string, args ...any)
 
 	mu      sync.Mutex
@@ -89,6 +90,9 @@ func (f *fleet) startLocked(slot int) error {
 		return err
 	}
 	args := append([]string{"run", "--http-addr", "127.0.0.1:0", "--state-dir", f.stateDir(slot)}, f.args...)
+	if slot == 0 {
+		args = append(args, f.proxied...)
+	}
 	p.cmd = exec.Command(f.bin, args...)
 	fmt.Fprintf(logFile, "# %s %s\n", f.bin, strings.Join(args, " "))
 	stderr, err := p.cmd.StderrPipe()
