@@ -64,7 +64,8 @@ kafka-down:
 # cluster on 127.0.0.1:19092-19094 (data in .kafka-chaos, wiped first; never the
 # broker of `make test`), produces 500k events with 20% duplicates and 5k malformed
 # records while it SIGKILLs workers 30 times, scales them, kills two brokers, makes a
-# zombie and wipes a state dir; exactly-once is asserted, at-least-once reported.
+# zombie, cuts a worker off the brokers twice and wipes a state dir; exactly-once is
+# asserted, at-least-once reported.
 # Logs of every worker incarnation in .chaos/run-*. Extra flags: CHAOSFLAGS=...
 CHAOSFLAGS ?=
 .PHONY: chaos chaos-short

@@ -1,7 +1,6 @@
 package atleastonce
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,8 +8,8 @@ import (
 
 	"github.com/lovoo/goka/storage"
 	"github.com/syndtr/goleveldb/leveldb"
-	lerrors "github.com/syndtr/goleveldb/leveldb/errors"
-	lstorage "github.com/syndtr/goleveldb/leveldb/storage"
+
+	"github.com/dedupkit/dedup/internal/leveldbx"
 )
 
 // goka keeps its changelog offset under this key in every partition's store.
@@ -40,7 +39,7 @@ func countingBuilder(dir string, log *slog.Logger, report func(topic string, par
 	return func(topic string, partition int32) (storage.Storage, error) {
 		path := filepath.Join(dir, fmt.Sprintf("%s.%d", topic, partition))
 		db, n, err := openCounted(path)
-		if err != nil && corrupted(err) {
+		if err != nil && leveldbx.Corrupted(err) {
 			log.Error("table store damaged, deleted it to restore it from the changelog",
 				"topic", topic, "partition", partition, "path", path, "err", err)
 			if rmErr := os.RemoveAll(path); rmErr != nil {
@@ -82,13 +81,6 @@ func openCounted(path string) (*leveldb.DB, int64, error) {
 		return nil, 0, fmt.Errorf("read table store %s: %w", path, err)
 	}
 	return db, n, nil
-}
-
-// corrupted reports whether err says LevelDB found its files damaged.
-func corrupted(err error) bool {
-	var c *lerrors.ErrCorrupted
-	var sc *lstorage.ErrCorrupted
-	return errors.As(err, &c) || errors.As(err, &sc)
 }
 
 func (s *countingStorage) Close() error {

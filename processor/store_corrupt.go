@@ -6,8 +6,7 @@ import (
 	"io/fs"
 	"os"
 
-	lerrors "github.com/syndtr/goleveldb/leveldb/errors"
-	"github.com/syndtr/goleveldb/leveldb/storage"
+	"github.com/dedupkit/dedup/internal/leveldbx"
 )
 
 // A partition store is a cache of its changelog: everything in it can be
@@ -24,13 +23,6 @@ import (
 // member deletes it when it closes it at the end of the session, so the
 // rejoin restores it.
 
-// corrupted reports whether err says LevelDB found its files damaged.
-func corrupted(err error) bool {
-	var c *lerrors.ErrCorrupted
-	var sc *storage.ErrCorrupted
-	return errors.As(err, &c) || errors.As(err, &sc)
-}
-
 // diskError reports whether err is the state dir's file system failing (a
 // full disk, a read-only mount, a path that is not a directory, an I/O
 // error) rather than damaged data, which is deleted and restored, or Kafka.
@@ -38,13 +30,13 @@ func corrupted(err error) bool {
 // *net.OpError.
 func diskError(err error) bool {
 	var pe *fs.PathError
-	return errors.As(err, &pe) && !corrupted(err)
+	return errors.As(err, &pe) && !leveldbx.Corrupted(err)
 }
 
 // noteCorrupt marks the store for deletion at close when err is damage, and
 // returns err. The loop and the commit goroutine both call it.
 func (s *store) noteCorrupt(err error) error {
-	if err != nil && corrupted(err) {
+	if err != nil && leveldbx.Corrupted(err) {
 		s.corrupt.Store(true)
 	}
 	return err
@@ -55,7 +47,7 @@ func (s *store) noteCorrupt(err error) error {
 // changelog; damage is then the error that made it do so.
 func openOrWipe(path string, expiry expiryFunc) (s *store, damage error, err error) {
 	s, err = openStore(path, expiry)
-	if err == nil || !corrupted(err) {
+	if err == nil || !leveldbx.Corrupted(err) {
 		return s, nil, err
 	}
 	damage = err

@@ -15,6 +15,8 @@ import (
 
 	"github.com/IBM/sarama"
 	lerrors "github.com/syndtr/goleveldb/leveldb/errors"
+
+	"github.com/dedupkit/dedup/internal/leveldbx"
 )
 
 // damagedStore writes n committed records to a store at a new path and
@@ -107,7 +109,7 @@ func TestOpenOrWipeDeletesADamagedStore(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			path := damagedStore(t, 3000)
 			d.damage(t, path)
-			if _, err := openStore(path, seenExpiry); err == nil || !corrupted(err) {
+			if _, err := openStore(path, seenExpiry); err == nil || !leveldbx.Corrupted(err) {
 				t.Fatalf("openStore on the damaged store: %v, want a corruption error", err)
 			}
 			s, damage, err := openOrWipe(path, seenExpiry)
@@ -142,7 +144,7 @@ func TestDamageFoundByALookupDeletesTheStoreAtClose(t *testing.T) {
 	for i := 0; i < 3000 && readErr == nil; i++ {
 		_, readErr = s.Get(fmt.Sprintf("id-%05d", i))
 	}
-	if readErr == nil || !corrupted(readErr) {
+	if readErr == nil || !leveldbx.Corrupted(readErr) {
 		t.Fatalf("lookups of the damaged store: %v, want a corruption error", readErr)
 	}
 	wiped, err := s.closeOrWipe()

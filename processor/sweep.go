@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/leveldbx"
 )
 
 // seenExpiry reads the expiry of a stored seen record; an undecodable value
@@ -41,7 +42,7 @@ func (m *member) sweep(now time.Time) (more bool) {
 	for p, t := range m.tables {
 		s := t.store
 		keys, _, err := s.Expired(now.UnixNano(), m.cfg.SweepBatch, sweepScan(s, m.cfg.SweepBatch))
-		if err != nil && corrupted(err) {
+		if err != nil && leveldbx.Corrupted(err) {
 			// The store is marked; ending the session deletes it at close
 			// and the rejoin restores it (store_corrupt.go).
 			m.abort(fmt.Errorf("sweep: partition %d: %w", p, err))

@@ -2,7 +2,8 @@
 // binary as separate processes against a real Kafka cluster, produces a load
 // of events with duplicates and malformed records, and meanwhile SIGKILLs
 // and restarts workers, scales them between 1 and 3 instances, kills
-// brokers, freezes one instance into a zombie and wipes one's state dir.
+// brokers, freezes one instance into a zombie, cuts one off the brokers
+// (a network partition, through internal/netfault) and wipes one's state dir.
 // Then it verifies the output read_committed: for exactly-once it must hold
 // every good event exactly once and every malformed record in the
 // dead-letter topic. The same scenario at least once is reported for
