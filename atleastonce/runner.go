@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/internal/leveldbx"
 )
 
 // Config is what the runner needs beyond the topology.
@@ -159,7 +162,9 @@ const (
 // `make chaos` run every worker of the group exited on each of the two broker
 // kills. Those errors are transient (kafkautil.Transient), so Run builds a
 // new goka processor, which reopens the tables from the state dir and rejoins
-// the group, as a restarted process would. Other errors end Run.
+// the group, as a restarted process would. So it does when the processor
+// failed on a table store that LevelDB finds damaged (failedOnDamage): the
+// new processor's storage builder replaces that store. Other errors end Run.
 func (r *Runner) Run(ctx context.Context) error {
 	r.cfg.Logger.Info("at-least-once processor starting", "group", r.topo.Group, "input", r.topo.Input,
 		"table", r.topo.TableTopic(), "stateDir", r.cfg.StateDir)
@@ -184,7 +189,11 @@ func (r *Runner) Run(ctx context.Context) error {
 			// Nothing was processed yet.
 			r.cfg.Logger.Info("at-least-once processor stopped while starting", "err", err)
 			return nil
-		case ctx.Err() != nil || !kafkautil.Transient(err):
+		case ctx.Err() != nil:
+			return fmt.Errorf("goka processor: %w", err)
+		case kafkautil.Transient(err):
+		case r.failedOnDamage(err):
+		default:
 			return fmt.Errorf("goka processor: %w", err)
 		}
 		if time.Since(start) >= restartReset {
@@ -226,7 +235,7 @@ func startInterrupted(err error) bool { return strings.Contains(err.Error(), gok
 func (r *Runner) rebuild(ctx context.Context, cause error, backoff *time.Duration) (gokaProcessor, error) {
 	deadline := time.Now().Add(kafkautil.StartupTimeout)
 	for {
-		r.cfg.Logger.Warn("goka processor stopped on a broker error; starting a new one", "err", cause, "in", *backoff)
+		r.cfg.Logger.Warn("goka processor stopped; starting a new one", "err", cause, "in", *backoff)
 		t := time.NewTimer(*backoff)
 		select {
 		case <-ctx.Done():
@@ -244,6 +253,38 @@ func (r *Runner) rebuild(ctx context.Context, cause error, backoff *time.Duratio
 		}
 		cause = err
 	}
+}
+
+// failedOnDamage reports whether the group table's store of a partition is
+// damaged, after goka's processor failed with err. goka formats a storage
+// error with %v, so err cannot tell; the stores can, once goka has closed
+// them: each is opened and read (openCounted, a scan of every block). A
+// store that fails to open for another reason (a file-system error, still
+// locked) is not damaged. Damage found at open never gets here: the storage
+// builder replaces the store then (countingBuilder).
+func (r *Runner) failedOnDamage(err error) bool {
+	entries, readErr := os.ReadDir(r.cfg.StateDir)
+	if readErr != nil {
+		return false
+	}
+	prefix := r.topo.TableTopic() + "." // goka's dir/<topic>.<partition>
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		path := filepath.Join(r.cfg.StateDir, e.Name())
+		db, _, openErr := openCounted(path)
+		if openErr == nil {
+			db.Close()
+			continue
+		}
+		if leveldbx.Corrupted(openErr) {
+			r.cfg.Logger.Error("goka processor failed on a damaged table store; a new processor replaces it from the changelog",
+				"path", path, "damage", openErr, "err", err)
+			return true
+		}
+	}
+	return false
 }
 
 // Get reads key from the local table (goka hashes it to its partition); it

@@ -1,11 +1,14 @@
 package atleastonce
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +133,81 @@ func TestRunnerReplacesAProcessorThatStoppedOnABrokerError(t *testing.T) {
 			}
 			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Errorf("Run: %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// goka formats a storage error with %v; a lookup that hit a damaged block
+// fails the processor with a panic's text like this one.
+var damagedLookup = errors.New("panic in callback: error getting from leveldb (key e-1): leveldb: corrupted or incompatible")
+
+// A processor that failed while a table store of the group is damaged is
+// replaced (the new one's storage builder replaces the store); with every
+// store healthy, the same error ends Run. Stores of other tables are not
+// looked at.
+func TestRunnerReplacesAProcessorThatFailedOnADamagedStore(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		damage   string // store dir to garble ("" = none)
+		wantRuns []string
+		wantErr  bool
+	}{
+		{name: "the group table's store is damaged", damage: "g-table.1", wantRuns: []string{"p0", "p1"}},
+		{name: "every store is healthy", wantRuns: []string{"p0"}, wantErr: true},
+		{name: "only another table's store is damaged", damage: "other-table.1", wantRuns: []string{"p0"}, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, name := range []string{"g-table.0", "g-table.1", "other-table.1"} {
+				st, _ := buildStore(t, filepath.Join(dir, "tmp"), slog.New(slog.DiscardHandler))
+				if err := st.Set("e-1", []byte("v")); err != nil {
+					t.Fatal(err)
+				}
+				st.Close()
+				if err := os.Rename(filepath.Join(dir, "tmp", "t.0"), filepath.Join(dir, name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.damage != "" {
+				garbleManifests(t, filepath.Join(dir, tc.damage))
+			}
+			var logs bytes.Buffer
+			started := make(chan string, 10)
+			r := &Runner{cfg: Config{StateDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+				topo: &dedup.Topology{Group: "g", Input: "in"}, firstBackoff: time.Millisecond}
+			r.newProc = func() (gokaProcessor, error) { return &fakeProc{name: "p1", started: started}, nil }
+			var first gokaProcessor = &fakeProc{name: "p0", err: damagedLookup, started: started}
+			r.proc.Store(&first)
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
+			var runs []string
+			var err error
+		wait:
+			for {
+				select {
+				case name := <-started:
+					runs = append(runs, name)
+					if name == "p1" {
+						cancel()
+					}
+				case err = <-done:
+					break wait
+				case <-time.After(10 * time.Second):
+					t.Fatalf("Run still running after 10s; processors started: %v", runs)
+				}
+			}
+			if strings.Join(runs, ",") != strings.Join(tc.wantRuns, ",") {
+				t.Errorf("processors started %v, want %v", runs, tc.wantRuns)
+			}
+			if (err != nil) != tc.wantErr {
+				t.Errorf("Run: %v, want an error: %v", err, tc.wantErr)
+			}
+			if got := strings.Contains(logs.String(), "damaged table store"); got != (len(tc.wantRuns) > 1) {
+				t.Errorf("damage logged: %v (log: %s)", got, logs.String())
 			}
 		})
 	}

@@ -25,6 +25,24 @@ func buildStore(t *testing.T, dir string, log *slog.Logger) (*countingStorage, *
 	return st.(*countingStorage), &size
 }
 
+// garbleManifests flips 16 bytes in each LevelDB manifest of a closed store.
+func garbleManifests(t *testing.T, store string) {
+	t.Helper()
+	manifests, _ := filepath.Glob(filepath.Join(store, "MANIFEST-*"))
+	if len(manifests) == 0 {
+		t.Fatal("no manifest to damage")
+	}
+	for _, m := range manifests {
+		b, _ := os.ReadFile(m)
+		for i := len(b) / 3; i < len(b)/3+16 && i < len(b); i++ {
+			b[i] ^= 0x5a
+		}
+		if err := os.WriteFile(m, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestCountingBuilderCountsAndReplacesADamagedStore(t *testing.T) {
 	for _, damaged := range []bool{false, true} {
 		t.Run(fmt.Sprintf("damaged=%v", damaged), func(t *testing.T) {
@@ -44,19 +62,7 @@ func TestCountingBuilderCountsAndReplacesADamagedStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			if damaged {
-				manifests, _ := filepath.Glob(filepath.Join(dir, "t.0", "MANIFEST-*"))
-				if len(manifests) == 0 {
-					t.Fatal("no manifest to damage")
-				}
-				for _, m := range manifests {
-					b, _ := os.ReadFile(m)
-					for i := len(b) / 3; i < len(b)/3+16 && i < len(b); i++ {
-						b[i] ^= 0x5a
-					}
-					if err := os.WriteFile(m, b, 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
+				garbleManifests(t, filepath.Join(dir, "t.0"))
 			}
 
 			st, size := buildStore(t, dir, log)
