@@ -85,7 +85,14 @@ pport() { echo $((PORT + 200 + $1 - 1)); }   # PROXIED listener
 aport() { echo $((PORT + 300 + $1 - 1)); }   # ... advertised: the fault proxy's port
 # kill -0 also succeeds on a zombie; a zombie broker is dead for our purposes.
 alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# listening P: a socket listens on port P (any address), read from /proc/net/tcp{,6}. No
+# connection is attempted: a connect to a local port nobody listens on can connect to
+# itself when the port is in the ephemeral range (as the kafka.sh tests' ports are), and
+# its TIME_WAIT then keeps the broker from binding the port.
+listening() {
+  awk -v p="$(printf ':%04X' "$1")" '$4 == "0A" && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }' \
+    /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
 # started_since LOG OFFSET: the READY line appears in LOG at or after byte OFFSET (1-based).
 started_since() { grep -qF "$READY" <(tail -c +"$2" "$1" 2>/dev/null); }
 check_node() { { [[ $1 =~ ^[0-9]+$ ]] && ((1 <= $1 && $1 <= NODES)); } || die "no node '$1' (nodes: 1..$NODES)"; }
@@ -134,9 +141,17 @@ EOF
   tr -s '[:blank:]' '\n' <<<"${KAFKA_EXTRA_PROPS:-}" | grep -v '^$' >>"$d/server.properties" || true
 }
 
+# A SIGKILLed JVM's main thread shows as a zombie before its other threads have closed
+# its sockets: for about 50 ms after alive() says no, its ports still listen. A `start N`
+# in that window failed with "port is taken" (make chaos, 2026-12-04, a restart applied
+# 0.1 s after the kill because the plan was late), so kill and down wait for the ports.
+ports_free() { local p; for p in "$(bport "$1")" "$(cport "$1")" "$(pport "$1")"; do ! listening "$p" || return 1; done; }
+wait_ports_free() { local i; for ((i = 0; i < 100; i++)); do ports_free "$1" && return 0; sleep 0.1; done
+  log "node $1: its ports still accept connections 10 s after its process ended"; }
+
 check_ports() {
   local p; for p in "$(bport "$1")" "$(cport "$1")" "$(pport "$1")"; do
-    ! port_open "$p" || die "port $p is taken by another process (not a node of $DATA); stop it or set KAFKA_PORT"; done
+    ! listening "$p" || die "port $p is taken by another process (not a node of $DATA); stop it or set KAFKA_PORT"; done
 }
 
 # Writes node N's config and, on first use, formats its storage (a JVM run of ~2 s).
@@ -182,7 +197,7 @@ wait_ready() {
   local n=$1 d off pid deadline=$((SECONDS + TIMEOUT))
   d="$(ndir "$n")"; off="$(cat "$d/log.offset" 2>/dev/null || echo 1)"
   pid="$(cat "$d/kafka.pid" 2>/dev/null)" || die "node $n has no pid file; was it started?"
-  until port_open "$(bport "$n")" && started_since "$d/logs/server.log" "$off"; do
+  until listening "$(bport "$n")" && started_since "$d/logs/server.log" "$off"; do
     alive "$pid" || { [[ ! -f $d/stdout.log ]] || tail -n 20 "$d/stdout.log" >&2 || true; die "node $n exited during startup; see $d/stdout.log, $d/logs/server.log"; }
     ((SECONDS < deadline)) || die "node $n not ready after ${TIMEOUT}s; see $d/logs/server.log"
     sleep 0.5
@@ -216,16 +231,17 @@ up() {
 # SIGTERM every live node at once (a lone survivor of a 3-node quorum could not shut
 # down cleanly), then SIGKILL whatever is left after 30 s.
 down() {
-  local f n pid pids=() deadline=$((SECONDS + 30))
+  local f n pid pids=() nodes=() deadline=$((SECONDS + 30))
   for f in "$DATA"/node-*/kafka.pid; do
     [[ -f $f ]] || continue
     n="${f%/kafka.pid}"; n="${n##*/node-}"
-    if pid="$(pid_of "$n")"; then kill -TERM "$pid" 2>/dev/null || true; pids+=("$pid"); fi
+    if pid="$(pid_of "$n")"; then kill -TERM "$pid" 2>/dev/null || true; pids+=("$pid"); nodes+=("$n"); fi
   done
   for pid in "${pids[@]}"; do
     while alive "$pid" && ((SECONDS < deadline)); do sleep 0.2; done
     if alive "$pid"; then log "pid $pid ignored SIGTERM; SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; fi
   done
+  for n in "${nodes[@]}"; do wait_ports_free "$n"; done
   rm -f "$DATA"/node-*/kafka.pid
   ((${#pids[@]} == 0)) || log "stopped ${#pids[@]} node(s)"
   if [[ ${KAFKA_CLEAN:-0} == 1 && -d $DATA ]]; then
@@ -235,10 +251,11 @@ down() {
   fi
 }
 
-kill_node() {   # returns once the process is gone, so its ports are free for `start N`
+kill_node() {   # returns once the process is gone and its ports are free for `start N`
   local pid i
   pid="$(pid_of "$1")" || { log "node $1 was not running"; return 0; }
   kill -KILL "$pid"; for ((i = 0; i < 50; i++)); do alive "$pid" || break; sleep 0.1; done
+  wait_ports_free "$1"
   rm -f "$(ndir "$1")/kafka.pid"; log "node $1 (pid $pid) killed"
 }
 

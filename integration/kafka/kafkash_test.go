@@ -24,6 +24,7 @@ type script struct {
 	t    *testing.T
 	path string
 	env  []string
+	port int // node 1's broker port
 }
 
 func newScript(t *testing.T) *script {
@@ -35,7 +36,7 @@ func newScript(t *testing.T) *script {
 		t.Skip("java not on PATH: kafka.sh cannot start a broker here")
 	}
 	port := freePorts(t)
-	s := &script{t: t, path: "./kafka.sh", env: append(os.Environ(),
+	s := &script{t: t, path: "./kafka.sh", port: port, env: append(os.Environ(),
 		"KAFKA_DATA="+t.TempDir(), "KAFKA_PORT="+strconv.Itoa(port), "KAFKA_NODES=1")}
 	t.Cleanup(func() {
 		if out, err := s.cmd(context.Background(), "clean").CombinedOutput(); err != nil {
@@ -177,5 +178,27 @@ func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
 			t.Fatalf("condition not met within %s", limit)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// `kafka.sh kill N` returns once node N's ports are free, so that `start N`
+// right after it binds them. A SIGKILLed JVM's main thread shows as a zombie
+// before its other threads have closed its sockets; kill used to return in
+// that window, and make chaos (2026-12-04) had a broker restart fail with
+// "port 19092 is taken" when its start came 0.1 s after the kill. The old
+// script left the port listening after 3 kills of 3 here.
+func TestKillReturnsOnceThePortsAreFree(t *testing.T) {
+	s := newScript(t)
+	s.run("up")
+	for i := range 2 {
+		s.run("kill", "1")
+		for _, p := range []int{s.port, s.port + 100, s.port + 200} {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)) // SO_REUSEADDR: a TIME_WAIT does not count
+			if err != nil {
+				t.Fatalf("kill %d: port %d still taken after kafka.sh kill returned: %v", i+1, p, err)
+			}
+			l.Close()
+		}
+		s.run("start", "1")
 	}
 }
