@@ -134,6 +134,7 @@ func TestPlanFaults(t *testing.T) {
 	plan := planFaults(&cfg, window, rand.New(rand.NewPCG(7, 2)))
 	counts := map[faultKind]int{}
 	down := -1
+	var killedAt time.Duration
 	count := cfg.Instances
 	for i, f := range plan {
 		counts[f.kind]++
@@ -148,10 +149,14 @@ func TestPlanFaults(t *testing.T) {
 			if down != -1 {
 				t.Fatalf("node %d killed while node %d is down", f.node, down)
 			}
-			down = f.node
+			down, killedAt = f.node, f.at
 		case faultBrokerStart:
 			if down != f.node {
 				t.Fatalf("node %d started while node %d is down", f.node, down)
+			}
+			// run keeps this downtime when the kill comes late.
+			if f.down != f.at-killedAt || f.down < cfg.BrokerDown/2 {
+				t.Fatalf("node %d: start %v after the kill, planned downtime %v (at least %v)", f.node, f.at-killedAt, f.down, cfg.BrokerDown/2)
 			}
 			down = -1
 		case faultScale:

@@ -28,8 +28,9 @@ const (
 type fault struct {
 	at     time.Duration
 	kind   faultKind
-	node   int // broker faults
-	target int // scale steps: the instance count to reach
+	node   int           // broker faults
+	down   time.Duration // broker starts: how long after the kill
+	target int           // scale steps: the instance count to reach
 }
 
 // planFaults spreads the faults at random moments over the load window.
@@ -72,8 +73,9 @@ func planFaults(cfg *Config, window time.Duration, rng *rand.Rand) []fault {
 			down := cfg.BrokerDown/2 + time.Duration(rng.Int64N(int64(cfg.BrokerDown/2)+1))
 			start := from + time.Duration(i)*span + time.Duration(rng.Int64N(int64(span/3)+1))
 			node := nodes[i%len(nodes)] + 1
+			down = min(down, span/2)
 			plan = append(plan, fault{at: start, kind: faultBrokerKill, node: node},
-				fault{at: start + min(down, span/2), kind: faultBrokerStart, node: node})
+				fault{at: start + down, kind: faultBrokerStart, node: node, down: down})
 		}
 	}
 	slices.SortStableFunc(plan, func(a, b fault) int { return int(a.at - b.at) })
@@ -130,10 +132,17 @@ func (c *chaos) run(ctx context.Context, start time.Time, plan []fault) error {
 		}
 	}()
 	for _, f := range plan {
+		due := start.Add(f.at) // the planned random moment
+		if killed, ok := c.downAt[f.node]; ok && f.kind == faultBrokerStart && killed.Add(f.down).After(due) {
+			// The kill came late (the faults before it took longer than
+			// planned): keep the planned downtime. A start applied at once
+			// gave a broker 0.1 s of downtime in one run.
+			due = killed.Add(f.down)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Until(start.Add(f.at))): // the planned random moment
+		case <-time.After(time.Until(due)):
 		}
 		if err := c.apply(ctx, f); err != nil {
 			return err
