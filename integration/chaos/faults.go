@@ -97,13 +97,15 @@ type chaos struct {
 	fleet   *fleet
 	cluster *cluster
 	proxy   *netfault.Proxy // w1's way to the brokers; nil without --net-partitions
-	group   string
-	mode    string
-	rng     *rand.Rand
-	log     func(format string, args ...any)
-	counts  faultCounts
-	downAt  map[int]time.Time
-	restart *brokerRestart // the broker start under way, if any
+	// loadDone is closed once the load has been produced.
+	loadDone <-chan struct{}
+	group    string
+	mode     string
+	rng      *rand.Rand
+	log      func(format string, args ...any)
+	counts   faultCounts
+	downAt   map[int]time.Time
+	restart  *brokerRestart // the broker start under way, if any
 }
 
 // brokerRestart is a `kafka.sh start N` running in its own goroutine, so
@@ -276,8 +278,10 @@ func (c *chaos) zombie(ctx context.Context) error {
 	}
 	// A zombie must hold work: wait until the chosen instance processes.
 	slot := c.pick(run)
+	working := true
 	if err := c.waitProcessing(ctx, slot); err != nil {
 		c.note("zombie: %v", err)
+		working = false
 	}
 	fencedBefore, _ := c.fleet.metric(slot, "dedup_fencings_total")
 	p, err := c.fleet.signal(slot, syscall.SIGSTOP)
@@ -298,7 +302,7 @@ func (c *chaos) zombie(ctx context.Context) error {
 	}
 	c.counts.zombies++
 	c.log("SIGCONT w%d after %v stopped (dropped by the group)", slot+1, time.Since(stopped).Round(100*time.Millisecond))
-	if c.mode != exactlyOnce { // goka's runtime has no fencing to observe
+	if c.mode != exactlyOnce || !working { // goka's runtime has no fencing to observe
 		return nil
 	}
 	deadline := time.Now().Add(time.Minute)
@@ -339,8 +343,10 @@ func (c *chaos) netPartition(ctx context.Context) error {
 	if _, _, err := c.cluster.waitGroup(c.group, time.Minute, func(n int, state string) bool { return n == len(run) && state == "Stable" }); err != nil {
 		c.note("network partition: group not stable before the cut: %v", err)
 	}
+	working := true
 	if err := c.waitProcessing(ctx, slot); err != nil {
 		c.note("network partition: %v", err)
+		working = false
 	}
 	abortedBefore, _ := c.fleet.metric(slot, "dedup_transactions_aborted_total")
 	how := "reset"
@@ -361,7 +367,7 @@ func (c *chaos) netPartition(ctx context.Context) error {
 	c.proxy.Heal()
 	c.counts.netPartitions++
 	c.log("network of w1 back after %v (%s; dropped by the group)", time.Since(cut).Round(100*time.Millisecond), how)
-	if c.mode != exactlyOnce { // goka's runtime has no transaction to abort
+	if c.mode != exactlyOnce || !working { // goka's runtime has no transaction to abort
 		return nil
 	}
 	deadline := time.Now().Add(time.Minute)
@@ -404,14 +410,26 @@ func (c *chaos) wipe() error {
 	return nil
 }
 
-// waitProcessing waits until slot's dedup_events_processed_total grows.
+// waitProcessing waits until slot's dedup_events_processed_total grows: for
+// a minute, or for 5 s once the load has been produced. A fault applied late
+// (the faults before it took longer than planned) can come after the load
+// and the backlog, when no instance has anything left to process.
 func (c *chaos) waitProcessing(ctx context.Context, slot int) error {
 	first, err := c.fleet.metric(slot, "dedup_events_processed_total")
 	deadline := time.Now().Add(time.Minute)
+	loadDone := c.loadDone
 	for {
 		v, err2 := c.fleet.metric(slot, "dedup_events_processed_total")
 		if err == nil && err2 == nil && v > first {
 			return nil
+		}
+		select {
+		case <-loadDone:
+			if soon := time.Now().Add(5 * time.Second); soon.Before(deadline) {
+				deadline = soon
+			}
+			loadDone = nil
+		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("w%d processed nothing for a minute (%v -> %v, %v %v)", slot+1, first, v, err, err2)

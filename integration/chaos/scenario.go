@@ -102,6 +102,7 @@ func runScenario(ctx context.Context, cfg *Config, cl *cluster, px *netfault.Pro
 		loadDone        = make(chan struct{})
 		faultsDone      = make(chan struct{})
 	)
+	ch.loadDone = loadDone
 	wg.Go(func() {
 		defer close(loadDone)
 		prod, prodErr = produce(runCtx, cfg, cl.brokers, s.input, seed, prog)
