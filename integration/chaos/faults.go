@@ -284,6 +284,7 @@ func (c *chaos) zombie(ctx context.Context) error {
 		working = false
 	}
 	fencedBefore, _ := c.fleet.metric(slot, "dedup_fencings_total")
+	sessionsBefore, _ := c.fleet.metric(slot, "dedup_rebalances_total")
 	p, err := c.fleet.signal(slot, syscall.SIGSTOP)
 	if err != nil {
 		return err
@@ -305,17 +306,39 @@ func (c *chaos) zombie(ctx context.Context) error {
 	if c.mode != exactlyOnce || !working { // goka's runtime has no fencing to observe
 		return nil
 	}
+	v, err := c.awaitRise(ctx, slot, "dedup_fencings_total", fencedBefore, sessionsBefore)
+	if err != nil {
+		c.note("zombie w%d: %v", slot+1, err)
+		return nil
+	}
+	c.counts.fenced += int(v - fencedBefore)
+	c.log("zombie w%d fenced (dedup_fencings_total %v)", slot+1, v)
+	return nil
+}
+
+// awaitRise waits up to a minute until slot's metric rises above before,
+// and returns its value. It gives up early once the instance has started a
+// new group session (dedup_rebalances_total above sessionsBefore) with the
+// metric unchanged: a fenced or failed transaction is aborted before the
+// member rejoins, so it had none open (its last commit came just before the
+// stop or the cut, and nothing was processed after it).
+func (c *chaos) awaitRise(ctx context.Context, slot int, metric string, before, sessionsBefore float64) (float64, error) {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		v, err := c.fleet.metric(slot, "dedup_fencings_total")
-		if err == nil && v > fencedBefore {
-			c.counts.fenced += int(v - fencedBefore)
-			c.log("zombie w%d fenced (dedup_fencings_total %v)", slot+1, v)
-			return nil
+		v, err := c.fleet.metric(slot, metric)
+		if err == nil && v > before {
+			return v, nil
+		}
+		sessions, err2 := c.fleet.metric(slot, "dedup_rebalances_total")
+		if err == nil && err2 == nil && sessions > sessionsBefore {
+			// Read the metric again: the abort may have come just before the session.
+			if v, err = c.fleet.metric(slot, metric); err == nil && v > before {
+				return v, nil
+			}
+			return v, fmt.Errorf("rejoined the group with %s unchanged (%v): no open transaction", metric, v)
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			c.note("zombie w%d: no fencing seen within a minute (metric %v, err %v); it may have had no open transaction", slot+1, v, err)
-			return nil
+			return v, fmt.Errorf("%s did not rise within a minute (%v, err %v)", metric, v, err)
 		}
 		time.Sleep(200 * time.Millisecond) // polling another process's metric
 	}
@@ -349,6 +372,7 @@ func (c *chaos) netPartition(ctx context.Context) error {
 		working = false
 	}
 	abortedBefore, _ := c.fleet.metric(slot, "dedup_transactions_aborted_total")
+	sessionsBefore, _ := c.fleet.metric(slot, "dedup_rebalances_total")
 	how := "reset"
 	if c.counts.netPartitions%2 == 1 {
 		how = "blackhole"
@@ -370,20 +394,14 @@ func (c *chaos) netPartition(ctx context.Context) error {
 	if c.mode != exactlyOnce || !working { // goka's runtime has no transaction to abort
 		return nil
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		v, err := c.fleet.metric(slot, "dedup_transactions_aborted_total")
-		if err == nil && v > abortedBefore {
-			c.counts.netAborted++
-			c.log("w1's transaction aborted after the partition (dedup_transactions_aborted_total %v)", v)
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			c.note("network partition: no abort by w1 seen within a minute (metric %v, err %v); it may have had no open transaction, or been restarted", v, err)
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond) // polling another process's metric
+	v, err := c.awaitRise(ctx, slot, "dedup_transactions_aborted_total", abortedBefore, sessionsBefore)
+	if err != nil {
+		c.note("network partition: w1 %v", err)
+		return nil
 	}
+	c.counts.netAborted++
+	c.log("w1's transaction aborted after the partition (dedup_transactions_aborted_total %v)", v)
+	return nil
 }
 
 // wipe SIGKILLs an instance, deletes its state dir (LevelDB tables and
