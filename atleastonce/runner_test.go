@@ -58,6 +58,32 @@ var stoppedStarting = fmt.Errorf("goka processor: %w", &multierror.Error{Errors:
 var coordinatorGone = errors.Join(errors.New("Error closing consumer group: connection refused"),
 	fmt.Errorf("error consuming from group consumer: %w", io.EOF))
 
+// runWatched runs r until Run returns and reports the processors started,
+// in order. Once the one named cancelWhen has started, it calls before and
+// cancels Run's context ("" = never).
+func runWatched(t *testing.T, r *Runner, started <-chan string, cancelWhen string, before func(name string)) ([]string, error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	var runs []string
+	for {
+		select {
+		case name := <-started:
+			runs = append(runs, name)
+			if name == cancelWhen {
+				before(name)
+				cancel()
+			}
+		case err := <-done:
+			return runs, err
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Run still running after 10s; processors started: %v", runs)
+		}
+	}
+}
+
 func TestRunnerReplacesAProcessorThatStoppedOnABrokerError(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -102,29 +128,11 @@ func TestRunnerReplacesAProcessorThatStoppedOnABrokerError(t *testing.T) {
 			var first gokaProcessor = &fakeProc{name: "p0", err: tc.firstErr, stopErr: tc.stopErr, started: started}
 			r.proc.Store(&first)
 
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- r.Run(ctx) }()
-			var runs []string
-			var err error
-		wait:
-			for {
-				select {
-				case name := <-started:
-					runs = append(runs, name)
-					if name == tc.cancelWhen {
-						if name != "p0" && !r.Ready() {
-							t.Errorf("Ready() false after %s took over", name)
-						}
-						cancel()
-					}
-				case err = <-done:
-					break wait
-				case <-time.After(10 * time.Second):
-					t.Fatalf("Run still running after 10s; processors started: %v", runs)
+			runs, err := runWatched(t, r, started, tc.cancelWhen, func(name string) {
+				if name != "p0" && !r.Ready() {
+					t.Errorf("Ready() false after %s took over", name)
 				}
-			}
+			})
 			if strings.Join(runs, ",") != strings.Join(tc.wantRuns, ",") {
 				t.Errorf("processors started %v, want %v", runs, tc.wantRuns)
 			}
@@ -180,26 +188,7 @@ func TestRunnerReplacesAProcessorThatFailedOnADamagedStore(t *testing.T) {
 			var first gokaProcessor = &fakeProc{name: "p0", err: damagedLookup, started: started}
 			r.proc.Store(&first)
 
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- r.Run(ctx) }()
-			var runs []string
-			var err error
-		wait:
-			for {
-				select {
-				case name := <-started:
-					runs = append(runs, name)
-					if name == "p1" {
-						cancel()
-					}
-				case err = <-done:
-					break wait
-				case <-time.After(10 * time.Second):
-					t.Fatalf("Run still running after 10s; processors started: %v", runs)
-				}
-			}
+			runs, err := runWatched(t, r, started, "p1", func(string) {})
 			if strings.Join(runs, ",") != strings.Join(tc.wantRuns, ",") {
 				t.Errorf("processors started %v, want %v", runs, tc.wantRuns)
 			}
