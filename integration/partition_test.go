@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -22,6 +23,16 @@ func proxyRoutes(t *testing.T) []netfault.Route {
 	routes, err := netfault.ParseRoutes(v)
 	if err != nil {
 		t.Fatalf("KAFKA_PROXY_ROUTES: %v", err)
+	}
+	// A broker started by a kafka.sh older than its PROXIED listener has no
+	// target to forward to; say so instead of timing out in the worker.
+	for _, r := range routes {
+		c, err := net.DialTimeout("tcp", r.Target, 5*time.Second)
+		if err != nil {
+			t.Fatalf("KAFKA_PROXY_ROUTES: no broker listener at %s (%v); a broker started before kafka.sh had "+
+				"the PROXIED listener needs a restart: make kafka-down kafka-up", r.Target, err)
+		}
+		c.Close()
 	}
 	return routes
 }
