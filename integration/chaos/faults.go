@@ -271,18 +271,8 @@ func (c *chaos) zombie(ctx context.Context) error {
 		c.note("zombie skipped: fewer than two instances running")
 		return nil
 	}
-	// Only once every instance is a member (a stopped static member stays
-	// until its session times out), so that the drop seen is this one's.
-	if _, _, err := c.cluster.waitGroup(c.group, time.Minute, func(n int, state string) bool { return n == len(run) && state == "Stable" }); err != nil {
-		c.note("zombie: group not stable before the stop: %v", err)
-	}
-	// A zombie must hold work: wait until the chosen instance processes.
 	slot := c.pick(run)
-	working := true
-	if err := c.waitProcessing(ctx, slot); err != nil {
-		c.note("zombie: %v", err)
-		working = false
-	}
+	working := c.settle(ctx, "zombie", run, slot)
 	fencedBefore, _ := c.fleet.metric(slot, "dedup_fencings_total")
 	sessionsBefore, _ := c.fleet.metric(slot, "dedup_rebalances_total")
 	p, err := c.fleet.signal(slot, syscall.SIGSTOP)
@@ -314,6 +304,23 @@ func (c *chaos) zombie(ctx context.Context) error {
 	c.counts.fenced += int(v - fencedBefore)
 	c.log("zombie w%d fenced (dedup_fencings_total %v)", slot+1, v)
 	return nil
+}
+
+// settle prepares the zombie and the cut, which both must be seen dropped by
+// the group and must hold work. It waits until every running instance is a
+// member of a stable group (a stopped static member stays until its session
+// times out), so that the drop seen later is this one's, then until slot
+// processes. It reports whether slot processed; what did not go as planned
+// is noted under the fault's name.
+func (c *chaos) settle(ctx context.Context, fault string, run []int, slot int) (working bool) {
+	if _, _, err := c.cluster.waitGroup(c.group, time.Minute, func(n int, state string) bool { return n == len(run) && state == "Stable" }); err != nil {
+		c.note("%s: group not stable before the fault: %v", fault, err)
+	}
+	if err := c.waitProcessing(ctx, slot); err != nil {
+		c.note("%s: %v", fault, err)
+		return false
+	}
+	return true
 }
 
 // awaitRise waits up to a minute until slot's metric rises above before,
@@ -363,14 +370,7 @@ func (c *chaos) netPartition(ctx context.Context) error {
 		c.note("network partition skipped: w1 and another instance must run (running %s)", slotNames(run))
 		return nil
 	}
-	if _, _, err := c.cluster.waitGroup(c.group, time.Minute, func(n int, state string) bool { return n == len(run) && state == "Stable" }); err != nil {
-		c.note("network partition: group not stable before the cut: %v", err)
-	}
-	working := true
-	if err := c.waitProcessing(ctx, slot); err != nil {
-		c.note("network partition: %v", err)
-		working = false
-	}
+	working := c.settle(ctx, "network partition", run, slot)
 	abortedBefore, _ := c.fleet.metric(slot, "dedup_transactions_aborted_total")
 	sessionsBefore, _ := c.fleet.metric(slot, "dedup_rebalances_total")
 	how := "reset"

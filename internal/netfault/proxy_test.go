@@ -134,12 +134,19 @@ func (c *client) mustGetNothing() {
 	}
 }
 
+// forwarding dials through p and checks that line comes back: the
+// connection works before a test cuts it.
+func forwarding(t *testing.T, p *Proxy, line string) *client {
+	t.Helper()
+	c := dial(t, p.Addrs())
+	c.send(line)
+	c.mustReply(line)
+	return c
+}
+
 func TestProxyForwards(t *testing.T) {
 	s := newEchoServer(t)
-	p := startProxy(t, s.l.Addr().String())
-	c := dial(t, p.Addrs())
-	c.send("ping")
-	c.mustReply("ping")
+	forwarding(t, startProxy(t, s.l.Addr().String()), "ping")
 }
 
 // A blackhole holds what either side sends, on open and on new
@@ -147,9 +154,7 @@ func TestProxyForwards(t *testing.T) {
 func TestBlackholeHoldsTrafficUntilHeal(t *testing.T) {
 	s := newEchoServer(t)
 	p := startProxy(t, s.l.Addr().String())
-	old := dial(t, p.Addrs())
-	old.send("before")
-	old.mustReply("before")
+	old := forwarding(t, p, "before")
 
 	p.Blackhole()
 	old.send("during")
@@ -170,9 +175,7 @@ func TestBlackholeHoldsTrafficUntilHeal(t *testing.T) {
 func TestResetClosesAndRefusesUntilHeal(t *testing.T) {
 	s := newEchoServer(t)
 	p := startProxy(t, s.l.Addr().String())
-	old := dial(t, p.Addrs())
-	old.send("before")
-	old.mustReply("before")
+	old := forwarding(t, p, "before")
 
 	p.Reset()
 	if got, err := old.reply(10 * time.Second); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
@@ -198,9 +201,7 @@ func TestResetClosesAndRefusesUntilHeal(t *testing.T) {
 func TestCloseEndsHeldConnections(t *testing.T) {
 	s := newEchoServer(t)
 	p := startProxy(t, s.l.Addr().String())
-	c := dial(t, p.Addrs())
-	c.send("x")
-	c.mustReply("x")
+	c := forwarding(t, p, "x")
 	p.Blackhole()
 	c.send("held")
 	dial(t, p.Addrs()).send("held too")
