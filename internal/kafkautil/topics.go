@@ -18,10 +18,44 @@ var ErrNoInputTopic = errors.New("input topic does not exist")
 // default", needs 2.4).
 var SaramaVersion = sarama.V2_8_0_0
 
+// inputGrace is how long EnsureTopics keeps asking for an input topic that
+// the broker says does not exist. A topic created a moment ago is known to
+// the broker that created it before the others have its metadata: a worker
+// deployed right after `kafka-topics --create` on a multi-broker cluster
+// (seen on three local brokers) asked one that had not caught up and exited
+// with "input topic does not exist".
+const inputGrace = 5 * time.Second
+
 // EnsureTopics checks that input exists and creates each of the others that
 // is missing with the input's partition count and the broker's default
 // replication factor when replication is -1.
 func EnsureTopics(admin sarama.ClusterAdmin, input string, replication int16, others ...string) (partitions int32, err error) {
+	return ensureTopics(admin, input, replication, inputGrace, others...)
+}
+
+func ensureTopics(admin sarama.ClusterAdmin, input string, replication int16, grace time.Duration, others ...string) (partitions int32, err error) {
+	deadline := time.Now().Add(grace)
+	for {
+		partitions, err = describeInput(admin, input)
+		if !errors.Is(err, ErrNoInputTopic) || !time.Now().Before(deadline) {
+			break
+		}
+		time.Sleep(min(250*time.Millisecond, time.Until(deadline))) // metadata reaching the other brokers
+	}
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range others {
+		if err := CreateTopic(admin, t, partitions, replication, nil); err != nil {
+			return 0, err
+		}
+	}
+	return partitions, nil
+}
+
+// describeInput returns the input's partition count, ErrNoInputTopic when
+// the broker asked does not know it.
+func describeInput(admin sarama.ClusterAdmin, input string) (int32, error) {
 	meta, err := admin.DescribeTopics([]string{input})
 	if err != nil {
 		return 0, fmt.Errorf("describe topic %q: %w", input, err)
@@ -32,13 +66,7 @@ func EnsureTopics(admin sarama.ClusterAdmin, input string, replication int16, ot
 	if meta[0].Err != sarama.ErrNoError {
 		return 0, fmt.Errorf("describe topic %q: %w", input, meta[0].Err)
 	}
-	partitions = int32(len(meta[0].Partitions))
-	for _, t := range others {
-		if err := CreateTopic(admin, t, partitions, replication, nil); err != nil {
-			return 0, err
-		}
-	}
-	return partitions, nil
+	return int32(len(meta[0].Partitions)), nil
 }
 
 // GroupTopics names the topics of one dedup consumer group.
