@@ -16,6 +16,7 @@ type Runtime struct {
 	commitSeconds   prometheus.Histogram
 	txnRecords      prometheus.Counter
 	fencings        prometheus.Counter
+	stalls          prometheus.Counter
 	rebalances      prometheus.Counter
 	restored        prometheus.Counter
 	swept           prometheus.Counter
@@ -33,6 +34,8 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 		Metrics:    m,
 		committed:  counter("transactions_committed_total", "Kafka transactions committed."),
 		txnRecords: counter("transaction_records_total", "Records produced in committed transactions (outputs, dead letters, changelog, loop)."),
+		stalls: counter("commit_stalls_total", "Times a commit had run for another transaction timeout without ending "+
+			"(the coordinator aborts such a transaction; usually a broker this instance cannot reach)."),
 		fencings:   counter("fencings_total", "Transactions that failed because this member or producer was fenced (zombie)."),
 		rebalances: counter("rebalances_total", "Group sessions started (assignments)."),
 		restored:   counter("restore_records_total", "Changelog records restored into local tables."),
@@ -47,7 +50,7 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 		filterBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dedup", Name: "table_filter_bytes",
 			Help: "Memory of the in-memory filter of a partition's table keys, by partition.", ConstLabels: labels}, []string{"partition"}),
 	}
-	reg.MustRegister(r.swept, r.committed, r.txnRecords, r.fencings, r.rebalances, r.restored, r.aborted, r.commitSeconds,
+	reg.MustRegister(r.swept, r.committed, r.stalls, r.txnRecords, r.fencings, r.rebalances, r.restored, r.aborted, r.commitSeconds,
 		r.restoreRemainig, r.filterBytes)
 	return r
 }
@@ -60,6 +63,7 @@ func (r *Runtime) TxnCommitted(took time.Duration, records int) {
 func (r *Runtime) Swept(_ int32, deleted int) { r.swept.Add(float64(deleted)) }
 func (r *Runtime) TxnAborted(reason string)   { r.aborted.WithLabelValues(reason).Inc() }
 func (r *Runtime) Fenced()                    { r.fencings.Inc() }
+func (r *Runtime) CommitStalled()             { r.stalls.Inc() }
 func (r *Runtime) Rebalanced()                { r.rebalances.Inc() }
 func (r *Runtime) KeyFilterBytes(partition int32, bytes int) {
 	r.filterBytes.WithLabelValues(strconv.Itoa(int(partition))).Set(float64(bytes))

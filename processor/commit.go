@@ -3,6 +3,7 @@ package processor
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -26,10 +27,12 @@ import (
 
 // pendingCommit is a transaction being committed.
 type pendingCommit struct {
-	txn    txnState
-	start  time.Time
-	sealed []sealedStore
-	done   chan error // one value, when the commit ended
+	txn     txnState
+	start   time.Time
+	records int // produced in the transaction, for the stall warning
+	sealed  []sealedStore
+	done    chan error   // one value, when the commit ended
+	step    atomic.Int32 // commitStep, read by the watcher (commit_watch.go)
 }
 
 // sealedStore is a partition store with a sealed transaction and, once
@@ -87,7 +90,7 @@ func (m *member) startCommit(sess sarama.ConsumerGroupSession) {
 	if m.failed || !m.txn.dirty {
 		return
 	}
-	pc := &pendingCommit{txn: m.txn, start: time.Now(), done: make(chan error, 1)}
+	pc := &pendingCommit{txn: m.txn, start: time.Now(), records: m.txn.sent, done: make(chan error, 1)}
 	for p, t := range m.tables {
 		if t.store.Seal() {
 			pc.sealed = append(pc.sealed, sealedStore{p: p, t: t})
@@ -95,15 +98,21 @@ func (m *member) startCommit(sess sarama.ConsumerGroupSession) {
 	}
 	m.txn = newTxnState()
 	m.committing = pc
-	go func() { pc.done <- m.commitSealed(sess, pc) }()
+	stopWatch := m.watchCommit(pc)
+	go func() {
+		err := m.commitSealed(sess, pc)
+		stopWatch()
+		pc.done <- err
+	}()
 }
 
 // commitSealed commits pc in Kafka and then writes its overlays to LevelDB
 // with the changelog offset each reached (an applyError when that fails).
 func (m *member) commitSealed(sess sarama.ConsumerGroupSession, pc *pendingCommit) error {
-	if err := m.commitTxn(sess, &pc.txn); err != nil {
+	if err := m.commitTxn(sess, &pc.txn, pc); err != nil {
 		return err
 	}
+	pc.setStep(stepLevelDB)
 	for i := range pc.sealed {
 		ss := &pc.sealed[i]
 		off, ok := pc.txn.next[ss.p]
@@ -186,7 +195,7 @@ func (m *member) committed(pc *pendingCommit, err error) bool {
 // commitTxn is the Kafka part of a commit, run by the pendingCommit's
 // goroutine: it waits for t's records, adds the consumed offsets with the
 // live session's group metadata and commits.
-func (m *member) commitTxn(sess sarama.ConsumerGroupSession, t *txnState) error {
+func (m *member) commitTxn(sess sarama.ConsumerGroupSession, t *txnState, pc *pendingCommit) error {
 	m.flush(t)
 	if t.err != nil {
 		return t.err
@@ -206,11 +215,13 @@ func (m *member) commitTxn(sess sarama.ConsumerGroupSession, t *txnState) error 
 		}
 	}
 	if len(offsets) > 0 {
+		pc.setStep(stepOffsets)
 		meta := sarama.NewConsumerGroupMetadataFromSession(sess, m.topo.Group, &m.memberName)
 		if err := m.producer.AddOffsetsToTxnWithGroupMetadata(offsets, meta); err != nil {
 			return fmt.Errorf("add offsets to transaction: %w", err)
 		}
 	}
+	pc.setStep(stepEndTxn)
 	if err := m.producer.CommitTxn(); err != nil {
 		return fmt.Errorf("commit transaction: %w", err)
 	}

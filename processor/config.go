@@ -114,6 +114,9 @@ func (c *Config) Validate() error {
 type Hooks interface {
 	TxnCommitted(took time.Duration, records int)
 	TxnAborted(reason string)
+	// CommitStalled tells that a commit has run for another transaction
+	// timeout (commit_watch.go).
+	CommitStalled()
 	Fenced()
 	Rebalanced()
 	RestoreProgress(partition int32, restored, remaining int64)
@@ -134,6 +137,7 @@ type NopHooks struct{}
 
 func (NopHooks) TxnCommitted(time.Duration, int)     {}
 func (NopHooks) TxnAborted(string)                   {}
+func (NopHooks) CommitStalled()                      {}
 func (NopHooks) Fenced()                             {}
 func (NopHooks) Rebalanced()                         {}
 func (NopHooks) RestoreProgress(int32, int64, int64) {}

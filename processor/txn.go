@@ -171,7 +171,7 @@ func (m *member) abort(cause error) {
 	}
 	if status&sarama.ProducerTxnFlagInTransaction != 0 || status&sarama.ProducerTxnFlagAbortableError != 0 {
 		if err := m.producer.AbortTxn(); err != nil {
-			m.log.Warn("abort failed, replacing the producer", "err", err)
+			m.log.Warn("abort failed, replacing the producer", "err", describe(err))
 			m.replaceProducer()
 		}
 	}
