@@ -31,7 +31,9 @@ unit:
 
 # Starts Kafka unless one is already running for this checkout, and stops it
 # afterwards only if it started it. KAFKA_BROKERS set by the caller wins:
-# then no local broker is started at all.
+# then no local broker is started at all (and the multi-broker tests run only
+# if that cluster has three brokers and KAFKA_PROXY_ROUTES routes them).
+# Then the multi-broker tests run against a three-node cluster of their own.
 test: vet
 	@set -e; \
 	if [ -n "$$KAFKA_BROKERS" ]; then \
@@ -43,9 +45,21 @@ test: vet
 	  status=0; \
 	  KAFKA_BROKERS=$$($(KAFKA) brokers) KAFKA_PROXY_ROUTES=$$($(KAFKA) proxy-routes) $(GO) test -count=1 -timeout 15m $(TESTFLAGS) ./... || status=$$?; \
 	  if [ -n "$$started" ]; then $(KAFKA) down; fi; \
-	  exit $$status; \
+	  [ $$status = 0 ] || exit $$status; \
+	  $(MAKE) --no-print-directory test-cluster; \
 	fi
 	$(MAKE) --no-print-directory fuzz
+
+# The tests that need several brokers (a worker cut off from one broker only)
+# against a three-node cluster on 127.0.0.1:11092-11094 (data in .kafka-cluster,
+# deleted afterwards; never the broker above). `make test` runs it.
+CLUSTER_KAFKA := KAFKA_NODES=3 KAFKA_PORT=11092 KAFKA_DATA=$(CURDIR)/.kafka-cluster $(KAFKA)
+CLUSTER_TESTS := ^TestPartialPartition
+.PHONY: test-cluster
+test-cluster:
+	@set -e; trap '$(CLUSTER_KAFKA) clean' EXIT; $(CLUSTER_KAFKA) up; \
+	KAFKA_BROKERS=$$($(CLUSTER_KAFKA) brokers) KAFKA_PROXY_ROUTES=$$($(CLUSTER_KAFKA) proxy-routes) \
+	  $(GO) test -count=1 -timeout 15m -run '$(CLUSTER_TESTS)' -v ./integration
 
 # Bounded fuzzing of the codecs (about 10 s each here): garbage must never panic.
 fuzz:
