@@ -34,7 +34,7 @@ type Config struct {
 	// SessionTimeout of the group membership: how long a silent instance
 	// keeps its partitions (0: 10s, sarama's and the exactly-once default).
 	SessionTimeout time.Duration
-	Replication    int16         // for created topics; -1 = broker default
+	Replication    int16 // for created topics; -1 = broker default
 	ClientID       string
 	Logger         *slog.Logger
 	// TableSize, when set, is told each partition's number of seen records.
