@@ -174,7 +174,9 @@ func TestPrepareTopicsStopsWaitingWhenCancelled(t *testing.T) {
 	}
 }
 
-// A missing input topic is a configuration error: no retry, no wait.
+// A missing input topic is a configuration error: no retries, and no wait
+// beyond the few seconds a new topic's metadata takes to reach every broker
+// (kafkautil.InputTopicGrace).
 func TestPrepareTopicsFailsAtOnceWithoutInput(t *testing.T) {
 	c := newCluster(t, false)
 	c.serve(false, true) // a healthy cluster that has no topic "orders"
@@ -189,7 +191,7 @@ func TestPrepareTopicsFailsAtOnceWithoutInput(t *testing.T) {
 	if log.count() != 0 {
 		t.Errorf("%d retries logged for a configuration error, want 0", log.count())
 	}
-	if took := time.Since(start); took > 5*time.Second {
+	if took := time.Since(start); took > kafkautil.InputTopicGrace+3*time.Second {
 		t.Errorf("took %v to report a missing input topic", took)
 	}
 	if got := c.created(); len(got) != 0 {

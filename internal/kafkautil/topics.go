@@ -18,19 +18,19 @@ var ErrNoInputTopic = errors.New("input topic does not exist")
 // default", needs 2.4).
 var SaramaVersion = sarama.V2_8_0_0
 
-// inputGrace is how long EnsureTopics keeps asking for an input topic that
+// InputTopicGrace is how long EnsureTopics keeps asking for an input topic that
 // the broker says does not exist. A topic created a moment ago is known to
 // the broker that created it before the others have its metadata: a worker
 // deployed right after `kafka-topics --create` on a multi-broker cluster
 // (seen on three local brokers) asked one that had not caught up and exited
 // with "input topic does not exist".
-const inputGrace = 5 * time.Second
+const InputTopicGrace = 5 * time.Second
 
 // EnsureTopics checks that input exists and creates each of the others that
 // is missing with the input's partition count and the broker's default
 // replication factor when replication is -1.
 func EnsureTopics(admin sarama.ClusterAdmin, input string, replication int16, others ...string) (partitions int32, err error) {
-	return ensureTopics(admin, input, replication, inputGrace, others...)
+	return ensureTopics(admin, input, replication, InputTopicGrace, others...)
 }
 
 func ensureTopics(admin sarama.ClusterAdmin, input string, replication int16, grace time.Duration, others ...string) (partitions int32, err error) {
