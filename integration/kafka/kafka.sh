@@ -19,6 +19,8 @@
 #   KAFKA_NODES (1)       3 = three broker+controller nodes forming a 3-voter quorum
 #   KAFKA_PORT (9092)     node i (1-based) serves clients on KAFKA_PORT+i-1 ...
 #   KAFKA_CONTROLLER_PORT (KAFKA_PORT+100)  ... and its KRaft controller on this+i-1
+#                         Every port, up to KAFKA_PORT+300+nodes, must lie below the kernel's
+#                         ephemeral range (net.ipv4.ip_local_port_range, usually from 32768).
 #                         Node i also serves a PROXIED listener on KAFKA_PORT+200+i-1 that it
 #                         advertises as KAFKA_PORT+300+i-1, where nothing listens until a test
 #                         starts a fault proxy there (internal/netfault): clients that
@@ -149,6 +151,21 @@ ports_free() { local p; for p in "$(bport "$1")" "$(cport "$1")" "$(pport "$1")"
 wait_ports_free() { local i; for ((i = 0; i < 100; i++)); do ports_free "$1" && return 0; sleep 0.1; done
   log "node $1: its ports still accept connections 10 s after its process ended"; }
 
+# A port in the kernel's ephemeral range can be taken at any moment as the local end of
+# an outgoing connection (the nodes' own connections among them), and the node then fails
+# to bind it: seen once with KAFKA_PORT=39092 on three nodes ("Address already in use"
+# while nothing listened). Refuse such a shape instead of failing now and then.
+check_range() {
+  local lo hi n p
+  read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || return 0
+  for ((n = 1; n <= NODES; n++)); do
+    for p in "$(bport "$n")" "$(cport "$n")" "$(pport "$n")" "$(aport "$n")"; do
+      ((p < lo || p > hi)) || die "port $p (node $n) is in the kernel's ephemeral port range $lo-$hi" \
+        "(net.ipv4.ip_local_port_range), where an outgoing connection can take it before the node binds it;" \
+        "choose KAFKA_PORT (and KAFKA_CONTROLLER_PORT) so that every port up to KAFKA_PORT+300+nodes is below $lo"
+    done
+  done
+}
 check_ports() {
   local p; for p in "$(bport "$1")" "$(cport "$1")" "$(pport "$1")"; do
     ! listening "$p" || die "port $p is taken by another process (not a node of $DATA); stop it or set KAFKA_PORT"; done
@@ -206,6 +223,7 @@ wait_ready() {
 
 # ---- commands -------------------------------------------------------------------------
 up() {
+  check_range
   fetch
   load_layout    # again, under the lock: a concurrent `up` may have just created the cluster
   if [[ -f $DATA/cluster.env ]] && [[ ${KAFKA_NODES:-$NODES} != "$NODES" || ${KAFKA_PORT:-$PORT} != "$PORT" ]]; then

@@ -6,7 +6,9 @@ package kafka_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -75,19 +77,16 @@ func (s *script) data() string {
 	panic("no KAFKA_DATA")
 }
 
-// freePorts finds a port p such that p (broker), p+100 (controller) and
-// p+200 (the PROXIED listener), the ports kafka.sh derives for node 1, are
-// all free now.
+// freePorts finds a port p such that p (broker), p+100 (controller), p+200
+// (the PROXIED listener) and p+300 (its advertised proxy port), the ports
+// kafka.sh derives for node 1, are free now and below the kernel's
+// ephemeral range, which kafka.sh refuses.
 func freePorts(t *testing.T) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
+	for range 200 {
+		p := 20000 + rand.IntN(12000) // 20000-32299 with p+300: below 32768
 		free := true
-		for _, q := range []int{p + 100, p + 200} {
+		for _, q := range []int{p, p + 100, p + 200, p + 300} {
 			c, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(q))
 			if err != nil {
 				free = false
@@ -95,13 +94,51 @@ func freePorts(t *testing.T) int {
 			}
 			c.Close()
 		}
-		l.Close()
 		if free {
 			return p
 		}
 	}
-	t.Fatal("no free ports p, p+100, p+200 after 50 tries")
+	t.Fatal("no free ports p, p+100, p+200, p+300 in 20000-32299 after 200 tries")
 	return 0
+}
+
+// A port in the ephemeral range is refused at once, with the reason, before
+// any download or JVM: a node could not bind it whenever an outgoing
+// connection had taken it.
+func TestUpRefusesPortsInTheEphemeralRange(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		t.Skip("no /proc/sys/net/ipv4/ip_local_port_range")
+	}
+	var lo, hi int
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || hi-lo < 1000 {
+		t.Skipf("ephemeral range %q: too small to test", b)
+	}
+	for _, tc := range []struct {
+		name string
+		port int
+	}{
+		{"broker port inside", lo + 500},
+		{"only the advertised proxy port inside", lo - 299}, // node 1's port+300 is lo+1
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := t.TempDir()
+			env := append(os.Environ(), "KAFKA_DATA="+data, "KAFKA_PORT="+strconv.Itoa(tc.port), "KAFKA_NODES=1",
+				"KAFKA_CACHE="+t.TempDir()) // an empty cache: a download would show as a slow failure
+			c := exec.Command("./kafka.sh", "up")
+			c.Env = env
+			out, err := c.CombinedOutput()
+			if err == nil {
+				clean := exec.Command("./kafka.sh", "clean")
+				clean.Env = env
+				clean.Run()
+				t.Fatalf("kafka.sh up on port %d succeeded:\n%s", tc.port, out)
+			}
+			if !strings.Contains(string(out), "ephemeral port range") {
+				t.Fatalf("kafka.sh up on port %d failed without naming the ephemeral range:\n%s", tc.port, out)
+			}
+		})
+	}
 }
 
 // A broker whose child process has not yet exec'd java is starting, not dead.
