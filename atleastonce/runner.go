@@ -31,10 +31,7 @@ type Config struct {
 	Brokers        []string
 	StateDir       string        // LevelDB files, one directory per partition
 	CommitInterval time.Duration // sarama's offset auto-commit interval
-	// SessionTimeout of the group membership: how long a silent instance
-	// keeps its partitions (0: 10s, sarama's and the exactly-once default).
-	SessionTimeout time.Duration
-	Replication    int16 // for created topics; -1 = broker default
+	Replication    int16         // for created topics; -1 = broker default
 	ClientID       string
 	Logger         *slog.Logger
 	// TableSize, when set, is told each partition's number of seen records.
@@ -55,9 +52,6 @@ func (c Config) Validate() error {
 	}
 	if c.CommitInterval <= 0 {
 		errs = append(errs, errors.New("commit interval must be positive"))
-	}
-	if c.SessionTimeout < 0 {
-		errs = append(errs, errors.New("session timeout must not be negative"))
 	}
 	return errors.Join(errs...)
 }
@@ -89,10 +83,6 @@ func SaramaConfig(cfg Config) *sarama.Config {
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
 	sc.Consumer.Offsets.AutoCommit.Enable = true
 	sc.Consumer.Offsets.AutoCommit.Interval = cfg.CommitInterval
-	if cfg.SessionTimeout > 0 {
-		sc.Consumer.Group.Session.Timeout = cfg.SessionTimeout
-		sc.Consumer.Group.Heartbeat.Interval = cfg.SessionTimeout / 5
-	}
 	sc.Producer.RequiredAcks = sarama.WaitForAll
 	sc.Producer.Idempotent = true
 	sc.Net.MaxOpenRequests = 1

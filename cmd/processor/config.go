@@ -13,6 +13,9 @@ import (
 	"github.com/dedupkit/dedup/codecs"
 )
 
+// defaultSessionTimeout is sarama's, and the only one goka's runtime runs with.
+const defaultSessionTimeout = 10 * time.Second
+
 // Guarantee names a delivery guarantee of the worker.
 const (
 	AtLeastOnce = "at-least-once"
@@ -73,7 +76,7 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.StringVar(&cfg.Guarantee, "guarantee", ExactlyOnce, "exactly-once (Kafka transactions; needs Kafka 2.8+) or at-least-once (goka's runtime)")
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a transaction (exactly-once) or the offsets (at-least-once) are committed")
 	fs.IntVar(&cfg.Threads, "threads", 1, "consumer-group members (stream threads) in this process, a transactional producer each; exactly-once only. With --rekey=always, events whose dedup partition another member owns go through the loop topic, so more members loop more events")
-	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 10*time.Second, "group session timeout: how long a silent instance keeps its partitions")
+	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", defaultSessionTimeout, "group session timeout: how long a silent instance keeps its partitions (exactly-once; at-least-once keeps goka's 10s)")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Minute, "how often the sweeper scans a sixtieth of each partition's table and deletes the expired records it finds, in bounded batches (exactly-once)")
 	fs.Float64Var(&cfg.MemLimitRatio, "memory-limit-ratio", 0.9, "soft memory limit for the Go runtime as a share of the container's (cgroup) memory limit, so the GC works harder before the kernel kills; 0 disables; GOMEMLIMIT wins when set")
 	fs.StringVar(&cfg.StaleEvents, "stale-events", string(dedup.StaleProcess), "unseen events older than --retention: process, skip or dead-letter")
@@ -180,6 +183,13 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.SessionTimeout < time.Second {
 		bad("session-timeout", "%v: at least 1s (and within the broker's group.min/max.session.timeout.ms)", cfg.SessionTimeout)
+	}
+	if cfg.SessionTimeout != defaultSessionTimeout && cfg.Guarantee == AtLeastOnce {
+		// Applied to goka's group, 3 s made its members drop each other:
+		// a goka member takes longer than that to leave a session in a
+		// rebalance, is removed, and its rejoin starts the next rebalance.
+		bad("session-timeout", "%v: exactly-once only; goka's at-least-once runtime keeps %v (shorter, its "+
+			"members dropped each other in endless rebalances: docs/reliability.md)", cfg.SessionTimeout, defaultSessionTimeout)
 	}
 	if cfg.SweepInterval <= 0 {
 		bad("sweep-interval", "%v must be positive", cfg.SweepInterval)

@@ -52,6 +52,7 @@ func TestParseConfigNamesTheBadFlag(t *testing.T) {
 		{"unknown guarantee", append(required, "--guarantee", "maybe"), nil, "--guarantee:"},
 		{"zero threads", append(required, "--threads", "0"), nil, "--threads:"},
 		{"threads with at-least-once", append(required, "--threads", "2", "--guarantee", "at-least-once"), nil, "--threads: only exactly-once"},
+		{"session timeout with at-least-once", append(required, "--session-timeout", "3s", "--guarantee", "at-least-once"), nil, "--session-timeout: 3s: exactly-once only"},
 		{"zero commit interval", append(required, "--commit-interval", "0s"), nil, "--commit-interval:"},
 		{"unknown handler", append(required, "--handler", "nope"), nil, "--handler:"},
 		{"output is input", []string{"--brokers", "a:1", "--group", "g", "--input", "x", "--output", "x"}, nil, "--input:"},
@@ -75,5 +76,17 @@ func TestParseConfigNamesTheBadFlag(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// At-least-once accepts the session timeout goka runs with, however given.
+func TestParseConfigAtLeastOnceTakesTheDefaultSessionTimeout(t *testing.T) {
+	for _, args := range [][]string{
+		append(required, "--guarantee", "at-least-once"),
+		append(required, "--guarantee", "at-least-once", "--session-timeout", "10s"),
+	} {
+		if _, err := parseConfig("t", args, envMap(nil)); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
 	}
 }

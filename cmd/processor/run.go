@@ -49,7 +49,7 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	default:
 		w, err = atleastonce.New(ctx, atleastonce.Config{
 			Brokers: cfg.Brokers, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
-			SessionTimeout: cfg.SessionTimeout, Replication: int16(cfg.Replication), ClientID: "dedup-" + cfg.Group, Logger: log,
+			Replication: int16(cfg.Replication), ClientID: "dedup-" + cfg.Group, Logger: log,
 			TableSize: m.TableSize, TableClosed: m.ForgetPartition,
 		}, topo)
 	}

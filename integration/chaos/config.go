@@ -143,7 +143,7 @@ func parseFlags(args []string) (Config, error) {
 		return err
 	})
 	fs.IntVar(&cfg.Wipes, "wipes", cfg.Wipes, "instances restarted with their state dir deleted")
-	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", cfg.SessionTimeout, "the workers' --session-timeout")
+	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", cfg.SessionTimeout, "the exactly-once workers' --session-timeout (at-least-once runs with goka's 10s)")
 	fs.Func("guarantees", "scenarios to run in order (default exactly-once,at-least-once for full)", func(s string) error {
 		cfg.Guarantees = splitList(s)
 		return nil
