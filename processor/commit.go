@@ -109,7 +109,7 @@ func (m *member) startCommit(sess sarama.ConsumerGroupSession) {
 // commitSealed commits pc in Kafka and then writes its overlays to LevelDB
 // with the changelog offset each reached (an applyError when that fails).
 func (m *member) commitSealed(sess sarama.ConsumerGroupSession, pc *pendingCommit) error {
-	if err := m.commitTxn(sess, &pc.txn, pc); err != nil {
+	if err := m.commitTxn(sess, pc); err != nil {
 		return err
 	}
 	pc.setStep(stepLevelDB)
@@ -193,9 +193,10 @@ func (m *member) committed(pc *pendingCommit, err error) bool {
 }
 
 // commitTxn is the Kafka part of a commit, run by the pendingCommit's
-// goroutine: it waits for t's records, adds the consumed offsets with the
-// live session's group metadata and commits.
-func (m *member) commitTxn(sess sarama.ConsumerGroupSession, t *txnState, pc *pendingCommit) error {
+// goroutine: it waits for the transaction's records, adds the consumed
+// offsets with the live session's group metadata and commits.
+func (m *member) commitTxn(sess sarama.ConsumerGroupSession, pc *pendingCommit) error {
+	t := &pc.txn
 	m.flush(t)
 	if t.err != nil {
 		return t.err

@@ -69,8 +69,4 @@ func (m *member) watchCommit(pc *pendingCommit) (stop func()) {
 }
 
 // setStep records the step a running commit is in, for the watcher.
-func (pc *pendingCommit) setStep(s commitStep) {
-	if pc != nil {
-		pc.step.Store(int32(s))
-	}
-}
+func (pc *pendingCommit) setStep(s commitStep) { pc.step.Store(int32(s)) }
