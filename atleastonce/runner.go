@@ -189,11 +189,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			// Nothing was processed yet.
 			r.cfg.Logger.Info("at-least-once processor stopped while starting", "err", err)
 			return nil
-		case ctx.Err() != nil:
-			return fmt.Errorf("goka processor: %w", err)
-		case kafkautil.Transient(err):
-		case r.failedOnDamage(err):
-		default:
+		case ctx.Err() != nil || !(kafkautil.Transient(err) || r.failedOnDamage(err)):
 			return fmt.Errorf("goka processor: %w", err)
 		}
 		if time.Since(start) >= restartReset {
