@@ -85,12 +85,13 @@ bport() { echo $((PORT + $1 - 1)); }
 cport() { echo $((CPORT + $1 - 1)); }
 pport() { echo $((PORT + 200 + $1 - 1)); }   # PROXIED listener
 aport() { echo $((PORT + 300 + $1 - 1)); }   # ... advertised: the fault proxy's port
+node_ports() { echo "$(bport "$1") $(cport "$1") $(pport "$1")"; }   # the ports node N listens on
 # kill -0 also succeeds on a zombie; a zombie broker is dead for our purposes.
 alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
 # listening P: a socket listens on port P (any address), read from /proc/net/tcp{,6}. No
 # connection is attempted: a connect to a local port nobody listens on can connect to
-# itself when the port is in the ephemeral range (as the kafka.sh tests' ports are), and
-# its TIME_WAIT then keeps the broker from binding the port.
+# itself when the port is in the ephemeral range, and its TIME_WAIT then keeps the
+# broker from binding the port.
 listening() {
   awk -v p="$(printf ':%04X' "$1")" '$4 == "0A" && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }' \
     /proc/net/tcp /proc/net/tcp6 2>/dev/null
@@ -147,7 +148,7 @@ EOF
 # its sockets: for about 50 ms after alive() says no, its ports still listen. A `start N`
 # in that window failed with "port is taken" (make chaos, 2026-12-04, a restart applied
 # 0.1 s after the kill because the plan was late), so kill and down wait for the ports.
-ports_free() { local p; for p in "$(bport "$1")" "$(cport "$1")" "$(pport "$1")"; do ! listening "$p" || return 1; done; }
+ports_free() { local p; for p in $(node_ports "$1"); do ! listening "$p" || return 1; done; }
 wait_ports_free() { local i; for ((i = 0; i < 100; i++)); do ports_free "$1" && return 0; sleep 0.1; done
   log "node $1: its ports still accept connections 10 s after its process ended"; }
 
@@ -159,7 +160,7 @@ check_range() {
   local lo hi n p
   read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || return 0
   for ((n = 1; n <= NODES; n++)); do
-    for p in "$(bport "$n")" "$(cport "$n")" "$(pport "$n")" "$(aport "$n")"; do
+    for p in $(node_ports "$n") "$(aport "$n")"; do
       ((p < lo || p > hi)) || die "port $p (node $n) is in the kernel's ephemeral port range $lo-$hi" \
         "(net.ipv4.ip_local_port_range), where an outgoing connection can take it before the node binds it;" \
         "choose KAFKA_PORT (and KAFKA_CONTROLLER_PORT) so that every port up to KAFKA_PORT+300+nodes is below $lo"
@@ -167,7 +168,7 @@ check_range() {
   done
 }
 check_ports() {
-  local p; for p in "$(bport "$1")" "$(cport "$1")" "$(pport "$1")"; do
+  local p; for p in $(node_ports "$1"); do
     ! listening "$p" || die "port $p is taken by another process (not a node of $DATA); stop it or set KAFKA_PORT"; done
 }
 
