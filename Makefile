@@ -32,7 +32,9 @@ unit:
 # Starts Kafka unless one is already running for this checkout, and stops it
 # afterwards only if it started it. KAFKA_BROKERS set by the caller wins:
 # then no local broker is started at all (and the multi-broker tests run only
-# if that cluster has three brokers and KAFKA_PROXY_ROUTES routes them).
+# if that cluster has three brokers and KAFKA_PROXY_ROUTES routes them; the
+# TLS/SASL tests only if KAFKA_SECURE_BROKERS and the rest of `kafka.sh
+# secure-env`'s variables are set).
 # Then the multi-broker tests run against a three-node cluster of their own.
 test: vet
 	@set -e; \
@@ -43,7 +45,8 @@ test: vet
 	  started=; \
 	  if ! $(KAFKA) status 2>/dev/null | grep -q alive; then $(KAFKA) up; started=1; fi; \
 	  status=0; \
-	  KAFKA_BROKERS=$$($(KAFKA) brokers) KAFKA_PROXY_ROUTES=$$($(KAFKA) proxy-routes) $(GO) test -count=1 -timeout 15m $(TESTFLAGS) ./... || status=$$?; \
+	  KAFKA_BROKERS=$$($(KAFKA) brokers) KAFKA_PROXY_ROUTES=$$($(KAFKA) proxy-routes) \
+	    env $$($(KAFKA) secure-env) $(GO) test -count=1 -timeout 15m $(TESTFLAGS) ./... || status=$$?; \
 	  if [ -n "$$started" ]; then $(KAFKA) down; fi; \
 	  [ $$status = 0 ] || exit $$status; \
 	  $(MAKE) --no-print-directory test-cluster; \

@@ -24,14 +24,16 @@ import (
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/internal/leveldbx"
+	"github.com/dedupkit/dedup/security"
 )
 
 // Config is what the runner needs beyond the topology.
 type Config struct {
 	Brokers        []string
-	StateDir       string        // LevelDB files, one directory per partition
-	CommitInterval time.Duration // sarama's offset auto-commit interval
-	Replication    int16         // for created topics; -1 = broker default
+	Security       security.Config // how every client connects (TLS, SASL); zero: plaintext
+	StateDir       string          // LevelDB files, one directory per partition
+	CommitInterval time.Duration   // sarama's offset auto-commit interval
+	Replication    int16           // for created topics; -1 = broker default
 	ClientID       string
 	Logger         *slog.Logger
 	// TableSize, when set, is told each partition's number of seen records.
@@ -52,6 +54,9 @@ func (c Config) Validate() error {
 	}
 	if c.CommitInterval <= 0 {
 		errs = append(errs, errors.New("commit interval must be positive"))
+	}
+	if err := c.Security.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -76,8 +81,11 @@ type gokaProcessor interface {
 }
 
 // SaramaConfig is the client configuration of the at-least-once mode.
-func SaramaConfig(cfg Config) *sarama.Config {
+func SaramaConfig(cfg Config) (*sarama.Config, error) {
 	sc := goka.DefaultConfig()
+	if err := cfg.Security.Apply(sc); err != nil {
+		return nil, err
+	}
 	sc.Version = kafkautil.SaramaVersion
 	sc.ClientID = cfg.ClientID
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
@@ -86,7 +94,7 @@ func SaramaConfig(cfg Config) *sarama.Config {
 	sc.Producer.RequiredAcks = sarama.WaitForAll
 	sc.Producer.Idempotent = true
 	sc.Net.MaxOpenRequests = 1
-	return sc
+	return sc, nil
 }
 
 // New validates the config, creates the topics the group writes when
@@ -111,7 +119,10 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, error)
 	if cfg.TableClosed == nil {
 		cfg.TableClosed = func(int32) {}
 	}
-	sc := SaramaConfig(cfg)
+	sc, err := SaramaConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if err := prepareTopics(ctx, cfg, sc, topo); err != nil {
 		return nil, err
 	}

@@ -134,11 +134,17 @@ func TestWorkerBinaryRejectsBadFlags(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log buffer the reader goroutine writes while the test may
-// read it for a failure message.
+// syncBuffer is a log buffer the reader goroutine (or a worker's logger)
+// writes while the test may read it for a failure message.
 type syncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
 }
 
 func (b *syncBuffer) WriteString(s string) {

@@ -16,11 +16,13 @@ import (
 )
 
 // startEOS runs topo on the exactly-once runtime until the test ends or the
-// returned worker is stopped.
+// returned worker is stopped; on the env's brokers unless cfg names others.
 func (e *env) startEOS(topo *dedup.Topology, cfg processor.Config) *worker {
 	e.t.Helper()
 	w := &worker{done: make(chan error, 1)}
-	cfg.Brokers = e.brokers
+	if cfg.Brokers == nil {
+		cfg.Brokers = e.brokers
+	}
 	if cfg.SessionTimeout == 0 {
 		cfg.SessionTimeout = 3 * time.Second
 	}

@@ -17,12 +17,17 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/dedupkit/dedup/security"
 )
 
 // Config configures the runtime. Zero values take the defaults below.
 type Config struct {
 	Brokers  []string
 	StateDir string // LevelDB stores and the persisted instance id
+	// Security is how every client connects (TLS, SASL); zero: plaintext.
+	Security security.Config
 
 	// CommitInterval is how often a transaction is committed (default 100ms).
 	CommitInterval time.Duration
@@ -56,6 +61,9 @@ type Config struct {
 	// and before its offsets and commit. A non-nil error makes the member
 	// stop dead, as if the process crashed there. For fault-injection tests.
 	BeforeCommit func() error
+
+	// secure sets Security on each client config (loaded once by New).
+	secure func(*sarama.Config)
 }
 
 func (c *Config) setDefaults() {
@@ -105,6 +113,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TransactionTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("transaction timeout %v: at least 1s", c.TransactionTimeout))
+	}
+	if err := c.Security.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -49,6 +49,12 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Processor, err
 			return nil, fmt.Errorf("instance id in %s: %w", cfg.StateDir, err)
 		}
 	}
+	// Validated above: Load fails only on a file that vanished since.
+	secure, err := cfg.Security.Load()
+	if err != nil {
+		return nil, err
+	}
+	cfg.secure = secure
 	partitions, err := prepareTopics(ctx, &cfg, topo)
 	if err != nil {
 		return nil, err
@@ -178,6 +184,9 @@ func baseConfig(cfg *Config, clientID string) *sarama.Config {
 	c := sarama.NewConfig()
 	c.Version = kafkautil.SaramaVersion
 	c.ClientID = clientID
+	if cfg.secure != nil {
+		cfg.secure(c)
+	}
 	// Pending transactional offsets make a joining member's offset fetch fail
 	// with UNSTABLE_OFFSET_COMMIT until the transaction ends; sarama retries
 	// only Metadata.Retry.Max times, so give it room for a transaction timeout.

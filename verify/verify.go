@@ -26,6 +26,7 @@ import (
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/security"
 )
 
 // MaxTraces bounds the traces of each kind a Report lists (its counts are
@@ -36,6 +37,7 @@ const MaxTraces = 1000
 // verifier computes the same dedup keys.
 type Config struct {
 	Brokers            []string
+	Security           security.Config
 	Input, Output, DLQ string // DLQ is optional
 	IDSource           codecs.IDSource
 }
@@ -69,6 +71,9 @@ func (c Config) Validate() error {
 	if c.IDSource.Validate() != nil {
 		bad("id-field", "empty; set it or --id-header")
 	}
+	if err := c.Security.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -92,6 +97,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	sc.Version = kafkautil.SaramaVersion
 	sc.ClientID = "dedup-verify"
 	sc.Metadata.AllowAutoTopicCreation = false // a mistyped topic must fail, not appear
+	if err := cfg.Security.Apply(sc); err != nil {
+		return nil, err
+	}
 	client, err := sarama.NewClient(cfg.Brokers, sc)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %v: %w", cfg.Brokers, err)

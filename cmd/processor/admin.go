@@ -16,6 +16,7 @@ import (
 	"github.com/dedupkit/dedup/internal/groupadmin"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/processor"
+	"github.com/dedupkit/dedup/security"
 )
 
 // adminFlags are the flags the admin commands share; like `run`, each can
@@ -24,6 +25,7 @@ type adminFlags struct {
 	fs       *flag.FlagSet
 	args     []string // positional arguments, wherever they stood
 	brokers  []string
+	security security.Config
 	group    string
 	input    string
 	stateDir string
@@ -32,6 +34,7 @@ type adminFlags struct {
 func newAdminFlags(name string) *adminFlags {
 	a := &adminFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
 	a.fs.Func("brokers", "comma-separated Kafka bootstrap brokers", func(s string) error { a.brokers = splitList(s); return nil })
+	securityFlags(a.fs, &a.security)
 	a.fs.StringVar(&a.group, "group", "", "consumer group (required)")
 	a.fs.StringVar(&a.input, "input", "", "input topic")
 	a.fs.StringVar(&a.stateDir, "state-dir", "./state", "the worker's state directory")
@@ -78,6 +81,9 @@ func (a *adminFlags) parse(args []string, required ...string) error {
 func (a *adminFlags) connect() (sarama.Client, sarama.ClusterAdmin, error) {
 	c := sarama.NewConfig()
 	c.Version = kafkautil.SaramaVersion
+	if err := a.security.Apply(c); err != nil {
+		return nil, nil, err
+	}
 	client, err := sarama.NewClient(a.brokers, c)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--brokers %v: %w", a.brokers, err)

@@ -11,10 +11,14 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/security"
 )
 
 // defaultSessionTimeout is sarama's, and the only one goka's runtime runs with.
 const defaultSessionTimeout = 10 * time.Second
+
+// defaultSweepInterval is the exactly-once sweeper's; goka's runtime has none.
+const defaultSweepInterval = time.Minute
 
 // Guarantee names a delivery guarantee of the worker.
 const (
@@ -27,6 +31,7 @@ const (
 // a flag on the command line wins over the environment.
 type Config struct {
 	Brokers         []string
+	Security        security.Config
 	Group           string
 	Input           string
 	Output          string
@@ -62,6 +67,7 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 		cfg.Brokers = splitList(s)
 		return nil
 	})
+	securityFlags(fs, &cfg.Security)
 	fs.StringVar(&cfg.Group, "group", "", "consumer group; also names the dedup table <group>-table (required)")
 	fs.StringVar(&cfg.Input, "input", "", "input topic (required; must exist)")
 	fs.StringVar(&cfg.Output, "output", "", "output topic (required; created if missing)")
@@ -77,7 +83,7 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a transaction (exactly-once) or the offsets (at-least-once) are committed")
 	fs.IntVar(&cfg.Threads, "threads", 1, "consumer-group members (stream threads) in this process, a transactional producer each; exactly-once only. With --rekey=always, events whose dedup partition another member owns go through the loop topic, so more members loop more events")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", defaultSessionTimeout, "group session timeout: how long a silent instance keeps its partitions (exactly-once; at-least-once keeps goka's 10s)")
-	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Minute, "how often the sweeper scans a sixtieth of each partition's table and deletes the expired records it finds, in bounded batches (exactly-once)")
+	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", defaultSweepInterval, "how often the sweeper scans a sixtieth of each partition's table and deletes the expired records it finds, in bounded batches (exactly-once)")
 	fs.Float64Var(&cfg.MemLimitRatio, "memory-limit-ratio", 0.9, "soft memory limit for the Go runtime as a share of the container's (cgroup) memory limit, so the GC works harder before the kernel kills; 0 disables; GOMEMLIMIT wins when set")
 	fs.StringVar(&cfg.StaleEvents, "stale-events", string(dedup.StaleProcess), "unseen events older than --retention: process, skip or dead-letter")
 	fs.StringVar(&cfg.Rekey, "rekey", string(dedup.RekeyAlways), "always: loop events whose record key is not their dedup key to that key's partition; never: judge them in their own partition (only when every copy of an event has the same record key; exactly-once only)")
@@ -193,6 +199,13 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.SweepInterval <= 0 {
 		bad("sweep-interval", "%v must be positive", cfg.SweepInterval)
+	}
+	if cfg.SweepInterval != defaultSweepInterval && cfg.Guarantee == AtLeastOnce {
+		bad("sweep-interval", "%v: exactly-once only; goka's at-least-once runtime has no sweeper (an expired record is "+
+			"judged absent there, not deleted)", cfg.SweepInterval)
+	}
+	if err := cfg.Security.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if !(cfg.MemLimitRatio >= 0 && cfg.MemLimitRatio <= 1) { // NaN too
 		bad("memory-limit-ratio", "%v: want 0 (off) to 1, e.g. 0.9", cfg.MemLimitRatio)

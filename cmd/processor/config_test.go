@@ -63,6 +63,13 @@ func TestParseConfigNamesTheBadFlag(t *testing.T) {
 		{"bad rekey policy", append(required, "--rekey", "sometimes"), nil, "--rekey:"},
 		{"rekey never at least once", append(required, "--rekey", "never", "--guarantee", "at-least-once"), nil, "--rekey: never needs --guarantee=exactly-once"},
 		{"zero sweep interval", append(required, "--sweep-interval", "0s"), nil, "--sweep-interval:"},
+		{"sweep interval with at-least-once", append(required, "--sweep-interval", "5m", "--guarantee", "at-least-once"), nil, "--sweep-interval: 5m0s: exactly-once only"},
+		{"TLS file without --tls", append(required, "--tls-ca-file", "/etc/ssl/ca.pem"), nil, "--tls-ca-file: set without --tls"},
+		{"missing CA file", append(required, "--tls", "--tls-ca-file", "/nonexistent/ca.pem"), nil, "--tls-ca-file: open /nonexistent/ca.pem"},
+		{"client certificate without key", append(required, "--tls", "--tls-cert-file", "/etc/c.pem"), nil, "--tls-key-file: required with --tls-cert-file"},
+		{"unknown SASL mechanism", append(required, "--sasl-mechanism", "OAUTHBEARER", "--sasl-user", "u", "--sasl-password", "p"), nil, `--sasl-mechanism: "OAUTHBEARER" is not`},
+		{"SASL without password", append(required, "--sasl-mechanism", "scram-sha-512", "--sasl-user", "u"), nil, "--sasl-password: required with --sasl-mechanism=SCRAM-SHA-512"},
+		{"SASL user without mechanism", required, map[string]string{"PROCESSOR_SASL_USER": "u", "PROCESSOR_SASL_PASSWORD": "p"}, "--sasl-mechanism: required with --sasl-user"},
 		{"memory limit ratio above 1", append(required, "--memory-limit-ratio", "1.5"), nil, "--memory-limit-ratio: 1.5: want 0 (off) to 1"},
 		{"negative memory limit ratio", required, map[string]string{"PROCESSOR_MEMORY_LIMIT_RATIO": "-0.1"}, "--memory-limit-ratio: -0.1"},
 		{"NaN memory limit ratio", append(required, "--memory-limit-ratio", "NaN"), nil, "--memory-limit-ratio: NaN"},
@@ -76,6 +83,19 @@ func TestParseConfigNamesTheBadFlag(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// The password can come from the environment, off the command line (ps
+// shows the command line to every user of the machine).
+func TestParseConfigSASLFromTheEnvironment(t *testing.T) {
+	cfg, err := parseConfig("t", append(required, "--tls", "--sasl-mechanism", "PLAIN"),
+		envMap(map[string]string{"PROCESSOR_SASL_USER": "svc", "PROCESSOR_SASL_PASSWORD": "s3cret"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.Security; !s.TLS.Enable || s.SASL.Mechanism != "PLAIN" || s.SASL.User != "svc" || s.SASL.Password != "s3cret" {
+		t.Fatalf("security config %+v", s)
 	}
 }
 

@@ -20,6 +20,9 @@ import (
 func checkRetention(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	c := sarama.NewConfig()
 	c.Version = kafkautil.SaramaVersion
+	if err := cfg.Security.Apply(c); err != nil {
+		return err
+	}
 	var (
 		topicRetention time.Duration
 		infinite       bool

@@ -30,6 +30,7 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 		return fmt.Errorf("--memory-limit-ratio: reading the cgroup's memory limit: %w", err)
 	}
 	log.Info("memory limit", "source", limit.Source, "softLimitBytes", limit.Limit, "cgroupLimitBytes", limit.Cgroup)
+	warnCleartext(cfg.Security, log)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg, cfg.Group)
@@ -42,13 +43,13 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	switch cfg.Guarantee {
 	case ExactlyOnce:
 		w, err = processor.New(ctx, processor.Config{
-			Brokers: cfg.Brokers, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
+			Brokers: cfg.Brokers, Security: cfg.Security, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
 			Threads: cfg.Threads, SessionTimeout: cfg.SessionTimeout, SweepInterval: cfg.SweepInterval, Replication: int16(cfg.Replication), Logger: log,
 			Hooks: metrics.NewRuntime(reg, m, cfg.Group),
 		}, topo)
 	default:
 		w, err = atleastonce.New(ctx, atleastonce.Config{
-			Brokers: cfg.Brokers, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
+			Brokers: cfg.Brokers, Security: cfg.Security, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
 			Replication: int16(cfg.Replication), ClientID: "dedup-" + cfg.Group, Logger: log,
 			TableSize: m.TableSize, TableClosed: m.ForgetPartition,
 		}, topo)

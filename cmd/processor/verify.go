@@ -20,6 +20,7 @@ func verifyFlags(cfg *verify.Config, show *int) *flag.FlagSet {
 		cfg.Brokers = splitList(s)
 		return nil
 	})
+	securityFlags(fs, &cfg.Security)
 	fs.StringVar(&cfg.Input, "input", "", "input topic the worker read (required)")
 	fs.StringVar(&cfg.Output, "output", "", "output topic the worker wrote (required)")
 	fs.StringVar(&cfg.DLQ, "dlq", "", "dead-letter topic; when set, its records are counted by dlq-reason")

@@ -11,6 +11,8 @@
 #   status       one line per node: id, pid, ports, alive|dead
 #   brokers      bootstrap list: 127.0.0.1:9092[,127.0.0.1:9093,127.0.0.1:9094]
 #   proxy-routes where a fault proxy must listen and forward to: 127.0.0.1:9392=127.0.0.1:9292[,...]
+#   secure-env   the SECURE (SASL_SSL) listener for clients, as shell assignments:
+#                KAFKA_SECURE_BROKERS, KAFKA_TLS_CA_FILE, KAFKA_SASL_USER, KAFKA_SASL_PASSWORD
 #   kill N       SIGKILL node N;   start N   restart node N and wait until it is ready
 #   libs         print the classpath dir (fetch first if needed)
 #   run CLASS .. run a Kafka CLI class, e.g. kafka.sh run org.apache.kafka.tools.TopicCommand
@@ -19,12 +21,16 @@
 #   KAFKA_NODES (1)       3 = three broker+controller nodes forming a 3-voter quorum
 #   KAFKA_PORT (9092)     node i (1-based) serves clients on KAFKA_PORT+i-1 ...
 #   KAFKA_CONTROLLER_PORT (KAFKA_PORT+100)  ... and its KRaft controller on this+i-1
-#                         Every port, up to KAFKA_PORT+300+nodes, must lie below the kernel's
+#                         Every port, up to KAFKA_PORT+400+nodes, must lie below the kernel's
 #                         ephemeral range (net.ipv4.ip_local_port_range, usually from 32768).
 #                         Node i also serves a PROXIED listener on KAFKA_PORT+200+i-1 that it
 #                         advertises as KAFKA_PORT+300+i-1, where nothing listens until a test
 #                         starts a fault proxy there (internal/netfault): clients that
 #                         bootstrap through the proxy then reach every broker through it.
+#                         And a SECURE listener on KAFKA_PORT+400+i-1: SASL_SSL, with a
+#                         certificate for 127.0.0.1 signed by a CA that kafka.sh makes once
+#                         (openssl) in $KAFKA_DATA/tls, user dedup (PLAIN; SCRAM users can be
+#                         added through the admin API). No authorizer: every user may do all.
 #   KAFKA_DATA (<repo>/.kafka)  node i's config, data, logs, pid in $KAFKA_DATA/node-i
 #   KAFKA_CACHE (~/.cache/dedupkit/kafka-<version>)  jar cache, outside the repo
 #   KAFKA_HEAP (-Xmx512m -Xms256m) per node; KAFKA_JVM_OPTS extra JVM flags
@@ -85,7 +91,11 @@ bport() { echo $((PORT + $1 - 1)); }
 cport() { echo $((CPORT + $1 - 1)); }
 pport() { echo $((PORT + 200 + $1 - 1)); }   # PROXIED listener
 aport() { echo $((PORT + 300 + $1 - 1)); }   # ... advertised: the fault proxy's port
-node_ports() { echo "$(bport "$1") $(cport "$1") $(pport "$1")"; }   # the ports node N listens on
+sport() { echo $((PORT + 400 + $1 - 1)); }   # SECURE listener (SASL_SSL)
+node_ports() { echo "$(bport "$1") $(cport "$1") $(pport "$1") $(sport "$1")"; }   # the ports node N listens on
+# The SECURE listener's PLAIN user; a test broker's, not a secret.
+SASL_USER=dedup
+SASL_PASSWORD=dedup-secret
 # kill -0 also succeeds on a zombie; a zombie broker is dead for our purposes.
 alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
 # listening P: a socket listens on port P (any address), read from /proc/net/tcp{,6}. No
@@ -118,9 +128,16 @@ write_config() {
 process.roles=broker,controller
 node.id=$n
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$(bport "$n"),CONTROLLER://127.0.0.1:$(cport "$n"),PROXIED://127.0.0.1:$(pport "$n")
-advertised.listeners=PLAINTEXT://127.0.0.1:$(bport "$n"),PROXIED://127.0.0.1:$(aport "$n")
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,PROXIED:PLAINTEXT
+listeners=PLAINTEXT://127.0.0.1:$(bport "$n"),CONTROLLER://127.0.0.1:$(cport "$n"),PROXIED://127.0.0.1:$(pport "$n"),SECURE://127.0.0.1:$(sport "$n")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(bport "$n"),PROXIED://127.0.0.1:$(aport "$n"),SECURE://127.0.0.1:$(sport "$n")
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,PROXIED:PLAINTEXT,SECURE:SASL_SSL
+# SECURE: TLS with kafka.sh's certificate (ensure_tls), SASL PLAIN and SCRAM.
+ssl.keystore.type=PEM
+ssl.keystore.location=$DATA/tls/broker.pem
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.secure.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER="$SASL_PASSWORD";
+listener.name.secure.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.secure.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$d/data
@@ -163,7 +180,7 @@ check_range() {
     for p in $(node_ports "$n") "$(aport "$n")"; do
       ((p < lo || p > hi)) || die "port $p (node $n) is in the kernel's ephemeral port range $lo-$hi" \
         "(net.ipv4.ip_local_port_range), where an outgoing connection can take it before the node binds it;" \
-        "choose KAFKA_PORT (and KAFKA_CONTROLLER_PORT) so that every port up to KAFKA_PORT+300+nodes is below $lo"
+        "choose KAFKA_PORT (and KAFKA_CONTROLLER_PORT) so that every port up to KAFKA_PORT+400+nodes is below $lo"
     done
   done
 }
@@ -172,10 +189,39 @@ check_ports() {
     ! listening "$p" || die "port $p is taken by another process (not a node of $DATA); stop it or set KAFKA_PORT"; done
 }
 
+# The SECURE listener's CA and broker certificate, made once per data dir: a PEM keystore
+# (PKCS#8 key, then the certificate) for the brokers, the CA's certificate for clients.
+ensure_tls() {
+  local t="$DATA/tls"
+  [[ -f $t/broker.pem && -f $t/ca.pem ]] && return 0
+  command -v openssl >/dev/null || die "openssl not found; it makes the SECURE listener's certificate (apt-get install openssl)"
+  rm -rf "$t.tmp"; mkdir -p "$t.tmp"
+  {
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=kafka.sh test CA" \
+      -keyout "$t.tmp/ca.key" -out "$t.tmp/ca.pem" \
+    && openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+      -keyout "$t.tmp/broker.key" -out "$t.tmp/broker.csr" \
+    && printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$t.tmp/san.ext" \
+    && openssl x509 -req -in "$t.tmp/broker.csr" -CA "$t.tmp/ca.pem" -CAkey "$t.tmp/ca.key" \
+      -CAcreateserial -days 3650 -extfile "$t.tmp/san.ext" -out "$t.tmp/broker.crt" \
+    && openssl pkcs8 -topk8 -nocrypt -in "$t.tmp/broker.key" -out "$t.tmp/broker.p8"
+  } >"$t.tmp/openssl.log" 2>&1 || { cat "$t.tmp/openssl.log" >&2; die "openssl could not make the test certificates"; }
+  cat "$t.tmp/broker.p8" "$t.tmp/broker.crt" >"$t.tmp/broker.pem"
+  rm -rf "$t"; mv "$t.tmp" "$t"
+}
+
+secure_env() {
+  local n out=""
+  for ((n = 1; n <= NODES; n++)); do out+="${out:+,}127.0.0.1:$(sport "$n")"; done
+  printf 'KAFKA_SECURE_BROKERS=%s\nKAFKA_TLS_CA_FILE=%s\nKAFKA_SASL_USER=%s\nKAFKA_SASL_PASSWORD=%s\n' \
+    "$out" "$DATA/tls/ca.pem" "$SASL_USER" "$SASL_PASSWORD"
+}
+
 # Writes node N's config and, on first use, formats its storage (a JVM run of ~2 s).
 format_node() {
   local d; d="$(ndir "$1")"
   mkdir -p "$d/data" "$d/logs"
+  ensure_tls
   write_config "$1"
   [[ -f $d/data/meta.properties ]] && return 0
   "$JAVA" -cp "$LIBS/*" -Dlog4j.configuration="file:$HERE/tools-log4j.properties" \
@@ -240,6 +286,7 @@ up() {
   fi
   # Format new nodes in parallel (saves seconds on 3 nodes); start every node before
   # waiting on any, as a broker only becomes ready once a quorum of controllers is up.
+  ensure_tls     # once, before the nodes are formatted in parallel
   for ((n = 1; n <= NODES; n++)); do pid_of "$n" >/dev/null || { format_node "$n" & pids+=("$!"); }; done
   for p in "${pids[@]}"; do wait "$p" || exit 1; done
   for ((n = 1; n <= NODES; n++)); do start_node "$n"; done
@@ -313,6 +360,7 @@ case "${1:-}" in
   status)  status ;;
   brokers) brokers ;;
   proxy-routes) proxy_routes ;;
+  secure-env) secure_env ;;
   libs)    fetch; echo "$LIBS" ;;
   run)     shift; [[ $# -gt 0 ]] || die "usage: kafka.sh run CLASS [ARGS...]"; fetch
            exec "$JAVA" -cp "$LIBS/*" -Dlog4j.configuration="file:$HERE/tools-log4j.properties" "$@" 8>&- ;;

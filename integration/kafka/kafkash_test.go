@@ -78,15 +78,15 @@ func (s *script) data() string {
 }
 
 // freePorts finds a port p such that p (broker), p+100 (controller), p+200
-// (the PROXIED listener) and p+300 (its advertised proxy port), the ports
-// kafka.sh derives for node 1, are free now and below the kernel's
+// (the PROXIED listener), p+300 (its advertised proxy port) and p+400 (the
+// SECURE listener), the ports kafka.sh derives for node 1, are free now and below the kernel's
 // ephemeral range, which kafka.sh refuses.
 func freePorts(t *testing.T) int {
 	t.Helper()
 	for range 200 {
-		p := 20000 + rand.IntN(12000) // 20000-32299 with p+300: below 32768
+		p := 20000 + rand.IntN(11800) // 20000-31799 with p+400: below 32768
 		free := true
-		for _, q := range []int{p, p + 100, p + 200, p + 300} {
+		for _, q := range []int{p, p + 100, p + 200, p + 300, p + 400} {
 			c, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(q))
 			if err != nil {
 				free = false
@@ -98,7 +98,7 @@ func freePorts(t *testing.T) int {
 			return p
 		}
 	}
-	t.Fatal("no free ports p, p+100, p+200, p+300 in 20000-32299 after 200 tries")
+	t.Fatal("no free ports p, p+100, p+200, p+300, p+400 in 20000-31799 after 200 tries")
 	return 0
 }
 
@@ -119,7 +119,8 @@ func TestUpRefusesPortsInTheEphemeralRange(t *testing.T) {
 		port int
 	}{
 		{"broker port inside", lo + 500},
-		{"only the advertised proxy port inside", lo - 299}, // node 1's port+300 is lo+1
+		{"only the advertised proxy and secure ports inside", lo - 299}, // node 1's port+300 is lo+1
+		{"only the secure port inside", lo - 399},                       // node 1's port+400 is lo+1
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := t.TempDir()

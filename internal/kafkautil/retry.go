@@ -2,6 +2,8 @@ package kafkautil
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -57,9 +59,10 @@ var transientKErrors = []sarama.KError{
 // transientKErrors, or INVALID_REPLICATION_FACTOR because too few brokers are
 // registered or unfenced right now. Everything else — a missing input topic
 // (ErrNoInputTopic), an invalid config, an authorization failure, a nonsense
-// replication factor — is a configuration error that no wait will fix.
+// replication factor, a failed authentication (Refused) — is a configuration
+// error that no wait will fix.
 func Transient(err error) bool {
-	if err == nil || errors.Is(err, ErrNoInputTopic) {
+	if err == nil || errors.Is(err, ErrNoInputTopic) || Refused(err) {
 		return false
 	}
 	if errors.Is(err, sarama.ErrInvalidReplicationFactor) {
@@ -84,6 +87,34 @@ func Transient(err error) bool {
 	}
 	var netErr net.Error
 	return errors.As(err, &netErr) && netErr.Timeout()
+}
+
+// Refused reports that a connection failed on who is at either end, not on
+// the network: the brokers rejected the SASL credentials or mechanism, the
+// broker's certificate is not trusted or not for its name, the broker is not
+// speaking TLS, or it sent a TLS alert (a client certificate it wants or
+// rejects). sarama reports a connection that failed this way on every seed
+// broker as ErrOutOfBrokers, which alone would read as a cluster that is
+// down; no retry fixes a wrong password, so a worker that starts with one
+// exits at once with the reason instead of retrying for StartupTimeout.
+func Refused(err error) bool {
+	if errors.Is(err, sarama.ErrSASLAuthenticationFailed) || errors.Is(err, sarama.ErrUnsupportedSASLMechanism) ||
+		errors.Is(err, sarama.ErrIllegalSASLState) {
+		return true
+	}
+	var (
+		unknownCA x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		verify    *tls.CertificateVerificationError
+		header    tls.RecordHeaderError
+	)
+	if errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
+		errors.As(err, &verify) || errors.As(err, &header) {
+		return true
+	}
+	var opErr *net.OpError // crypto/tls reports an alert it received this way
+	return errors.As(err, &opErr) && opErr.Op == "remote error"
 }
 
 // tooFewBrokers tells INVALID_REPLICATION_FACTOR for want of brokers (KRaft:

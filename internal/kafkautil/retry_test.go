@@ -2,6 +2,8 @@ package kafkautil
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -61,6 +63,20 @@ func TestTransient(t *testing.T) {
 		{"client config", sarama.ConfigurationError("Net.DialTimeout must be > 0"), false},
 		{"strict retention", errors.New("--retention 1h0m0s is shorter than retention.ms (refused by --strict-retention)"), false},
 		{"bad retention.ms", fmt.Errorf("retention.ms of orders is %q: %w", "x", errors.New("invalid syntax")), false},
+
+		// Refused: the brokers or their certificates refused who is at either
+		// end. sarama reports every seed failing so as ErrOutOfBrokers, which
+		// alone is transient (a cluster that is down).
+		{"SASL authentication failed on every seed", fmt.Errorf("connect: %w",
+			sarama.Wrap(sarama.ErrOutOfBrokers, sarama.ErrSASLAuthenticationFailed)), false},
+		{"SASL mechanism not enabled", sarama.Wrap(sarama.ErrOutOfBrokers, sarama.ErrUnsupportedSASLMechanism), false},
+		{"broker certificate from an unknown CA", sarama.Wrap(sarama.ErrOutOfBrokers,
+			&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), false},
+		{"broker certificate for another name", sarama.Wrap(sarama.ErrOutOfBrokers,
+			x509.HostnameError{Certificate: &x509.Certificate{}, Host: "kafka.example.com"}), false},
+		{"listener not speaking TLS", sarama.Wrap(sarama.ErrOutOfBrokers, tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), false},
+		{"TLS alert from the broker", sarama.Wrap(sarama.ErrOutOfBrokers, &net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}), false},
+		{"every seed down, one reset", sarama.Wrap(sarama.ErrOutOfBrokers, refused, io.ErrUnexpectedEOF), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Transient(tc.err); got != tc.want {

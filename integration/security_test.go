@@ -1,0 +1,273 @@
+package integration
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/atleastonce"
+	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/processor"
+	"github.com/dedupkit/dedup/security"
+)
+
+// secureListener is a SASL_SSL listener of the KAFKA_BROKERS cluster, from
+// the environment: `kafka.sh secure-env` prints these variables and `make
+// test` exports them. Against a cluster of your own, set them to a listener
+// that verifies with KAFKA_TLS_CA_FILE and accepts KAFKA_SASL_USER with
+// PLAIN; the SCRAM cases also need the right to create SCRAM users.
+type secureListener struct {
+	brokers        []string
+	caFile         string
+	user, password string
+}
+
+func secureEnv(t *testing.T) secureListener {
+	t.Helper()
+	s := secureListener{caFile: os.Getenv("KAFKA_TLS_CA_FILE"), user: os.Getenv("KAFKA_SASL_USER"),
+		password: os.Getenv("KAFKA_SASL_PASSWORD")}
+	if b := os.Getenv("KAFKA_SECURE_BROKERS"); b != "" {
+		s.brokers = strings.Split(b, ",")
+	}
+	if len(s.brokers) == 0 || s.caFile == "" || s.user == "" {
+		t.Skip("KAFKA_SECURE_BROKERS, KAFKA_TLS_CA_FILE and KAFKA_SASL_USER are not set; `make test` sets them (kafka.sh secure-env)")
+	}
+	// Else every case would wait out the worker's start-up retries.
+	c, err := net.DialTimeout("tcp", s.brokers[0], 5*time.Second)
+	if err != nil {
+		t.Fatalf("no listener at KAFKA_SECURE_BROKERS %s (%v): a broker started before kafka.sh had the SECURE "+
+			"listener has none; restart it (make kafka-down kafka-up)", s.brokers[0], err)
+	}
+	c.Close()
+	return s
+}
+
+// scramUser creates a SCRAM user of its own for the test (deleted at the
+// end) through the plaintext brokers the other tests use.
+func scramUser(t *testing.T, brokers []string, m sarama.ScramMechanismType) (user, password string) {
+	t.Helper()
+	user, password = unique("scram"), unique("pw")
+	salt := make([]byte, 16)
+	rand.Read(salt)
+	admin, err := sarama.NewClusterAdmin(brokers, kafkatest.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	res, err := admin.UpsertUserScramCredentials([]sarama.AlterUserScramCredentialsUpsert{
+		{Name: user, Mechanism: m, Iterations: 4096, Salt: salt, Password: []byte(password)}})
+	if err == nil && len(res) == 1 && res[0].ErrorCode != sarama.ErrNoError {
+		err = res[0].ErrorCode
+	}
+	if err != nil {
+		t.Fatalf("create SCRAM user %s: %v", user, err)
+	}
+	t.Cleanup(func() {
+		if admin, err := sarama.NewClusterAdmin(brokers, kafkatest.Config()); err == nil {
+			admin.DeleteUserScramCredentials([]sarama.AlterUserScramCredentialsDelete{{Name: user, Mechanism: m}})
+			admin.Close()
+		}
+	})
+	return user, password
+}
+
+// A worker that can reach the cluster only through its SASL_SSL listener
+// processes every event exactly once, in both runtimes and with each SASL
+// mechanism: every client it opens (topic creation, group members,
+// transactional producers, the table's changelog reads and restore) must
+// carry the TLS and SASL settings, or it could not connect at all — the
+// listener speaks nothing but TLS, and the brokers' metadata on it names
+// only SECURE addresses.
+func TestWorkerOnATLSAndSASLListener(t *testing.T) {
+	sec := secureEnv(t)
+	for _, tc := range []struct {
+		name      string
+		mechanism security.Mechanism
+		eos       bool
+	}{
+		{"exactly-once, PLAIN", security.Plain, true},
+		{"exactly-once, SCRAM-SHA-512", security.SCRAMSHA512, true},
+		{"at-least-once, SCRAM-SHA-256", security.SCRAMSHA256, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 3)
+			user, password := sec.user, sec.password
+			switch tc.mechanism {
+			case security.SCRAMSHA256:
+				user, password = scramUser(t, e.brokers, sarama.SCRAM_MECHANISM_SHA_256)
+			case security.SCRAMSHA512:
+				user, password = scramUser(t, e.brokers, sarama.SCRAM_MECHANISM_SHA_512)
+			}
+			secured := security.Config{TLS: security.TLS{Enable: true, CAFile: sec.caFile},
+				SASL: security.SASL{Mechanism: tc.mechanism, User: user, Password: password}}
+
+			group := e.group("secure")
+			topo := e.topology(group, &counter{})
+			in := events("s", 40)
+			e.produce(in...)
+			e.produce(in[:10]...) // the same events again: a producer retry
+			// The worker gets only the SECURE listener's addresses.
+			var w *worker
+			if tc.eos {
+				w = e.startEOS(topo, processor.Config{Brokers: sec.brokers, StateDir: t.TempDir(), Security: secured})
+			} else {
+				w = e.startSecuredALO(topo, sec.brokers, t.TempDir(), secured)
+			}
+			e.waitProcessed(group)
+			w.stop(t)
+			e.exactlyOnce(in)
+		})
+	}
+}
+
+// startSecuredALO is env.start on other brokers, with the client security set.
+func (e *env) startSecuredALO(topo *dedup.Topology, brokers []string, stateDir string, sec security.Config) *worker {
+	e.t.Helper()
+	w := &worker{done: make(chan error, 1)}
+	r, err := atleastonce.New(e.t.Context(), atleastonce.Config{Brokers: brokers, Security: sec, StateDir: stateDir,
+		CommitInterval: 100 * time.Millisecond, Replication: -1, ClientID: "it-" + topo.Group, Logger: topo.Logger}, topo)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	go func() { w.done <- r.Run(ctx) }()
+	e.t.Cleanup(func() { w.stop(e.t) })
+	return w
+}
+
+// A wrong password or an untrusted broker certificate is a configuration
+// error: the worker must fail to start with the reason, and at once, not
+// retry for kafkautil.StartupTimeout as it does for a cluster that is down
+// (sarama reports both as "run out of available brokers"). "At once" is
+// asserted as no retry logged, not by a clock.
+func TestWorkerRefusedByASecuredListenerFailsAtOnce(t *testing.T) {
+	sec := secureEnv(t)
+	trusted := security.TLS{Enable: true, CAFile: sec.caFile}
+	for _, tc := range []struct {
+		name string
+		sec  security.Config
+		want string // in the error
+	}{
+		{"wrong password", security.Config{TLS: trusted,
+			SASL: security.SASL{Mechanism: security.Plain, User: sec.user, Password: sec.password + "-wrong"}}, "SASL Authentication failed"},
+		{"unknown user with SCRAM", security.Config{TLS: trusted,
+			SASL: security.SASL{Mechanism: security.SCRAMSHA256, User: unique("nobody"), Password: "x"}}, "SASL Authentication failed"},
+		{"broker certificate from an unknown CA", security.Config{TLS: security.TLS{Enable: true}, // the system's roots
+			SASL: security.SASL{Mechanism: security.Plain, User: sec.user, Password: sec.password}}, "certificate signed by unknown authority"},
+		{"certificate not for the name", security.Config{TLS: security.TLS{Enable: true, CAFile: sec.caFile, ServerName: "kafka.example.com"},
+			SASL: security.SASL{Mechanism: security.Plain, User: sec.user, Password: sec.password}}, "not kafka.example.com"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1)
+			group := e.group("refused")
+			for _, runtime := range []string{"exactly-once", "at-least-once"} {
+				logs := &syncBuffer{}
+				topo := e.topology(group, &counter{})
+				topo.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+				var err error
+				if runtime == "exactly-once" {
+					_, err = processor.New(t.Context(), processor.Config{Brokers: sec.brokers, StateDir: t.TempDir(),
+						Security: tc.sec, Logger: topo.Logger}, topo)
+				} else {
+					_, err = atleastonce.New(t.Context(), atleastonce.Config{Brokers: sec.brokers, StateDir: t.TempDir(),
+						Security: tc.sec, CommitInterval: time.Second, Logger: topo.Logger}, topo)
+				}
+				if err == nil {
+					t.Fatalf("%s: the worker started", runtime)
+				}
+				if !kafkautil.Refused(err) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("%s: error %q: want a refusal naming %q", runtime, err, tc.want)
+				}
+				if tc.sec.SASL.Mechanism != security.None && strings.Contains(tc.want, "SASL") &&
+					!errors.Is(err, sarama.ErrSASLAuthenticationFailed) {
+					t.Fatalf("%s: error %q does not wrap sarama.ErrSASLAuthenticationFailed", runtime, err)
+				}
+				if strings.Contains(logs.String(), "retrying") {
+					t.Fatalf("%s: the refusal was retried:\n%s", runtime, logs)
+				}
+			}
+		})
+	}
+}
+
+// The command line reaches the same settings: `processor run` with --tls and
+// --sasl-* flags, the password from PROCESSOR_SASL_PASSWORD, processes
+// exactly once over the SECURE listener alone, `processor verify` checks the
+// result over it too, and a wrong password ends `processor run` with exit
+// status 1 and the reason.
+func TestWorkerBinaryOnATLSAndSASLListener(t *testing.T) {
+	sec := secureEnv(t)
+	e := newEnv(t, 3)
+	bin := buildProcessor(t)
+	group := e.group("bin-secure")
+	flags := []string{"--brokers", strings.Join(sec.brokers, ","), "--tls", "--tls-ca-file", sec.caFile,
+		"--sasl-mechanism", "PLAIN", "--sasl-user", sec.user}
+	env := append(os.Environ(), "PROCESSOR_SASL_PASSWORD="+sec.password)
+
+	in := events("b", 20)
+	e.produce(in...)
+	e.produce(in[:5]...)
+	run := exec.Command(bin, append([]string{"run", "--group", group, "--input", e.input, "--output", e.output,
+		"--state-dir", t.TempDir(), "--http-addr", "", "--key-type", "event-id"}, flags...)...)
+	run.Env = env
+	var logs syncBuffer
+	run.Stderr = &logs
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- run.Wait() }()
+	t.Cleanup(func() {
+		if run.ProcessState == nil {
+			run.Process.Kill()
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := kafkatest.WaitCommitted(ctx, e.brokers, group, e.input); err != nil {
+		t.Fatalf("%v\n%s", err, logs.String())
+	}
+	run.Process.Signal(syscall.SIGTERM) // a clean shutdown
+	if err := <-exited; err != nil {
+		t.Fatalf("processor run: %v\n%s", err, logs.String())
+	}
+	e.exactlyOnce(in)
+
+	verify := exec.Command(bin, append([]string{"verify", "--input", e.input, "--output", e.output}, flags...)...)
+	verify.Env = env
+	out, err := verify.CombinedOutput()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err != nil || !strings.HasPrefix(lines[len(lines)-1], "OK") {
+		t.Fatalf("processor verify over the SECURE listener: %v\n%s", err, out)
+	}
+
+	reset := exec.Command(bin, append([]string{"reset-offsets", "--group", group, "--input", e.input, "--to", "earliest", "--dry-run"}, flags...)...)
+	reset.Env = env
+	if out, err := reset.CombinedOutput(); err != nil || !strings.Contains(string(out), e.input) {
+		t.Fatalf("processor reset-offsets --dry-run over the SECURE listener: %v\n%s", err, out)
+	}
+
+	bad := exec.Command(bin, append([]string{"run", "--group", group, "--input", e.input, "--output", e.output,
+		"--state-dir", t.TempDir(), "--http-addr", ""}, flags...)...)
+	bad.Env = append(os.Environ(), "PROCESSOR_SASL_PASSWORD=wrong")
+	out, err = bad.CombinedOutput()
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 1 || !strings.Contains(string(out), "SASL Authentication failed") {
+		t.Fatalf("processor run with a wrong password: %v, want exit status 1 naming the SASL failure\n%s", err, out)
+	}
+	if strings.Contains(string(out), "retrying") {
+		t.Fatalf("the refusal was retried:\n%s", out)
+	}
+}
