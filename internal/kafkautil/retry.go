@@ -142,12 +142,19 @@ func Retry(ctx context.Context, log *slog.Logger, step string, timeout time.Dura
 			return err
 		}
 		left := time.Until(deadline)
+		h := hint(err)
 		if left <= 0 {
+			if h != "" {
+				return fmt.Errorf("%s: still failing after %v and %d attempts: %w (%s)", step, timeout, n, err, h)
+			}
 			return fmt.Errorf("%s: still failing after %v and %d attempts: %w", step, timeout, n, err)
 		}
 		wait := min(backoff, left)
-		log.Warn("kafka not ready, retrying", "step", step, "attempt", n, "retryIn", wait,
-			"giveUpIn", left.Round(time.Second), "err", err)
+		attrs := []any{"step", step, "attempt", n, "retryIn", wait, "giveUpIn", left.Round(time.Second), "err", err}
+		if h != "" {
+			attrs = append(attrs, "hint", h)
+		}
+		log.Warn("kafka not ready, retrying", attrs...)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -157,6 +164,19 @@ func Retry(ctx context.Context, log *slog.Logger, step string, timeout time.Dura
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// hint explains an error that reads as something it may not be. An EOF
+// while connecting is what a broker going down sends, and also what a
+// listener that speaks TLS sends a client that does not, and a plaintext
+// listener one that does (seen against kafka.sh's SECURE and PLAINTEXT
+// listeners): the error alone does not tell them apart.
+func hint(err error) string {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "the broker closed the connection: a broker going down, or a listener that expects TLS " +
+			"when the worker has none (--tls), or none when it has it"
+	}
+	return ""
 }
 
 // WithAdmin runs fn with an admin client, retrying with Retry when connecting

@@ -1,6 +1,7 @@
 package kafkautil
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -154,6 +156,26 @@ func TestRetryGivesUpAtDeadline(t *testing.T) {
 	// 250 ms + 350 ms (the rest of the deadline): three attempts, two retries logged.
 	if n != 3 || rec.count() != 2 {
 		t.Errorf("%d attempts and %d retries logged, want 3 and 2", n, rec.count())
+	}
+}
+
+// An EOF from every seed may be a TLS mismatch, not a dead cluster: the
+// retry log and the final error say so.
+func TestRetryHintsAtTLSOnEOF(t *testing.T) {
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	eof := fmt.Errorf("connect: %w", sarama.Wrap(sarama.ErrOutOfBrokers, io.ErrUnexpectedEOF))
+	err := Retry(context.Background(), log, "test", 300*time.Millisecond, func() error { return eof })
+	if err == nil || !strings.Contains(err.Error(), "expects TLS") {
+		t.Fatalf("final error %v: want the TLS hint", err)
+	}
+	if !strings.Contains(logged.String(), "hint=") || !strings.Contains(logged.String(), "--tls") {
+		t.Fatalf("retry log without the hint:\n%s", &logged)
+	}
+	logged.Reset()
+	Retry(context.Background(), log, "test", 300*time.Millisecond, func() error { return sarama.ErrLeaderNotAvailable })
+	if strings.Contains(logged.String(), "hint=") {
+		t.Fatalf("a hint for an error that is not an EOF:\n%s", &logged)
 	}
 }
 
