@@ -15,14 +15,29 @@ import (
 )
 
 // prepareTopics creates every topic the group writes (output, dead letters,
-// table, loop) when missing, like the exactly-once runtime, and waits out a
-// broker that is down.
+// table, loop) when missing, like the exactly-once runtime, checks that the
+// group and the input may be read, and waits out a broker that is down.
 func prepareTopics(ctx context.Context, cfg Config, sc *sarama.Config, topo *dedup.Topology) error {
-	return kafkautil.WithAdmin(ctx, cfg.Logger, "prepare topics", cfg.Brokers, sc,
+	err := kafkautil.WithAdmin(ctx, cfg.Logger, "prepare topics", cfg.Brokers, sc,
 		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
-			_, err := kafkautil.EnsureGroupTopics(admin, groupTopics(topo), cfg.Replication)
-			return err
+			if _, err := kafkautil.EnsureGroupTopics(admin, groupTopics(topo), cfg.Replication); err != nil {
+				return err
+			}
+			return kafkautil.CheckGroup(admin, topo.Group)
 		})
+	if err != nil {
+		return err
+	}
+	// The exactly-once runtime stops on its first refused fetch; goka would
+	// wait without a word (kafkautil.CheckRead).
+	return kafkautil.Retry(ctx, cfg.Logger, "check input access", kafkautil.StartupTimeout, func() error {
+		client, err := sarama.NewClient(cfg.Brokers, sc)
+		if err != nil {
+			return fmt.Errorf("connect to %v: %w", cfg.Brokers, err)
+		}
+		defer client.Close()
+		return kafkautil.CheckRead(client, topo.Input)
+	})
 }
 
 func groupTopics(topo *dedup.Topology) kafkautil.GroupTopics {

@@ -55,8 +55,10 @@ func secureEnv(t *testing.T) secureListener {
 }
 
 // scramUser creates a SCRAM user of its own for the test (deleted at the
-// end) through the plaintext brokers the other tests use.
-func scramUser(t *testing.T, brokers []string, m sarama.ScramMechanismType) (user, password string) {
+// end) through the plaintext brokers the other tests use, and waits until
+// the SECURE listener accepts it: like ACLs, credentials reach the broker
+// from the metadata log a moment after the controller took them.
+func scramUser(t *testing.T, sec secureListener, brokers []string, m sarama.ScramMechanismType) (user, password string) {
 	t.Helper()
 	user, password = unique("scram"), unique("pw")
 	salt := make([]byte, 16)
@@ -80,7 +82,27 @@ func scramUser(t *testing.T, brokers []string, m sarama.ScramMechanismType) (use
 			admin.Close()
 		}
 	})
-	return user, password
+	mech := security.SCRAMSHA256
+	if m == sarama.SCRAM_MECHANISM_SHA_512 {
+		mech = security.SCRAMSHA512
+	}
+	sc := kafkatest.Config()
+	if err := (security.Config{TLS: security.TLS{Enable: true, CAFile: sec.caFile},
+		SASL: security.SASL{Mechanism: mech, User: user, Password: password}}).Apply(sc); err != nil {
+		t.Fatal(err)
+	}
+	sc.Metadata.Retry.Max = 0
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c, err := sarama.NewClient(sec.brokers, sc)
+		if err == nil {
+			c.Close()
+			return user, password
+		}
+		if !errors.Is(err, sarama.ErrSASLAuthenticationFailed) || time.Now().After(deadline) {
+			t.Fatalf("log in as the new SCRAM user %s: %v", user, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the login above
+	}
 }
 
 // A worker that can reach the cluster only through its SASL_SSL listener
@@ -103,23 +125,41 @@ func TestWorkerOnATLSAndSASLListener(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 3)
-			user, password := sec.user, sec.password
-			switch tc.mechanism {
-			case security.SCRAMSHA256:
-				user, password = scramUser(t, e.brokers, sarama.SCRAM_MECHANISM_SHA_256)
-			case security.SCRAMSHA512:
-				user, password = scramUser(t, e.brokers, sarama.SCRAM_MECHANISM_SHA_512)
+			group := e.group("secure")
+			user, password := sec.user, sec.password // a super user on kafka.sh's brokers
+			if tc.mechanism != security.Plain {
+				// A user of its own, allowed workerACLs and nothing else: where
+				// the broker has an authorizer, a missing ACL fails the case.
+				m := sarama.SCRAM_MECHANISM_SHA_256
+				if tc.mechanism == security.SCRAMSHA512 {
+					m = sarama.SCRAM_MECHANISM_SHA_512
+				}
+				user, password = scramUser(t, sec, e.brokers, m)
+				acls := workerACLs(group, e.input, e.output, tc.eos)
+				grant(t, e.brokers, user, acls)
+				t.Logf("user %s with the ACLs:%s", user, aclsString(acls))
 			}
 			secured := security.Config{TLS: security.TLS{Enable: true, CAFile: sec.caFile},
 				SASL: security.SASL{Mechanism: tc.mechanism, User: user, Password: password}}
 
-			group := e.group("secure")
 			topo := e.topology(group, &counter{})
 			in := events("s", 40)
 			e.produce(in...)
 			e.produce(in[:10]...) // the same events again: a producer retry
 			// The worker gets only the SECURE listener's addresses.
 			var w *worker
+			if tc.eos {
+				w = e.startEOS(topo, processor.Config{Brokers: sec.brokers, StateDir: t.TempDir(), Security: secured})
+			} else {
+				w = e.startSecuredALO(topo, sec.brokers, t.TempDir(), secured)
+			}
+			e.waitProcessed(group)
+			w.stop(t)
+			e.exactlyOnce(in)
+
+			// A fresh instance restores the table from the changelog (READ
+			// on <group>-table): the same events once more are skipped.
+			e.produce(in[:10]...)
 			if tc.eos {
 				w = e.startEOS(topo, processor.Config{Brokers: sec.brokers, StateDir: t.TempDir(), Security: secured})
 			} else {
@@ -204,25 +244,31 @@ func TestWorkerRefusedByASecuredListenerFailsAtOnce(t *testing.T) {
 }
 
 // The command line reaches the same settings: `processor run` with --tls and
-// --sasl-* flags, the password from PROCESSOR_SASL_PASSWORD, processes
-// exactly once over the SECURE listener alone, `processor verify` checks the
-// result over it too, and a wrong password ends `processor run` with exit
+// --sasl-* flags, the password from PROCESSOR_SASL_PASSWORD, as a SCRAM user
+// with workerACLs only (its retention check included), processes exactly
+// once over the SECURE listener alone; `processor verify` and
+// `reset-offsets` work over it too (as the PLAIN user, a super user on
+// kafka.sh's brokers), and a wrong password ends `processor run` with exit
 // status 1 and the reason.
 func TestWorkerBinaryOnATLSAndSASLListener(t *testing.T) {
 	sec := secureEnv(t)
 	e := newEnv(t, 3)
 	bin := buildProcessor(t)
 	group := e.group("bin-secure")
-	flags := []string{"--brokers", strings.Join(sec.brokers, ","), "--tls", "--tls-ca-file", sec.caFile,
-		"--sasl-mechanism", "PLAIN", "--sasl-user", sec.user}
+	user, password := scramUser(t, sec, e.brokers, sarama.SCRAM_MECHANISM_SHA_256)
+	grant(t, e.brokers, user, workerACLs(group, e.input, e.output, true))
+	tls := []string{"--brokers", strings.Join(sec.brokers, ","), "--tls", "--tls-ca-file", sec.caFile}
+	runFlags := append([]string{"--sasl-mechanism", "SCRAM-SHA-256", "--sasl-user", user}, tls...)
+	runEnv := append(os.Environ(), "PROCESSOR_SASL_PASSWORD="+password)
+	flags := append([]string{"--sasl-mechanism", "PLAIN", "--sasl-user", sec.user}, tls...)
 	env := append(os.Environ(), "PROCESSOR_SASL_PASSWORD="+sec.password)
 
 	in := events("b", 20)
 	e.produce(in...)
 	e.produce(in[:5]...)
 	run := exec.Command(bin, append([]string{"run", "--group", group, "--input", e.input, "--output", e.output,
-		"--state-dir", t.TempDir(), "--http-addr", "", "--key-type", "event-id"}, flags...)...)
-	run.Env = env
+		"--state-dir", t.TempDir(), "--http-addr", "", "--key-type", "event-id"}, runFlags...)...)
+	run.Env = runEnv
 	var logs syncBuffer
 	run.Stderr = &logs
 	if err := run.Start(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/lovoo/goka"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
 // member is one consumer-group member with its transactional producer.
@@ -110,6 +111,9 @@ func (m *member) run(ctx context.Context) error {
 		if errors.Is(err, sarama.ErrClosedConsumerGroup) {
 			return err
 		}
+		if kafkautil.Refused(err) { // e.g. no READ on the group: rejoining fails the same way
+			return fmt.Errorf("group %s: %w", m.topo.Group, err)
+		}
 		if err != nil && ctx.Err() == nil {
 			m.log.Warn("group session failed, rejoining", "err", err)
 			sleep(ctx, time.Second)
@@ -124,6 +128,9 @@ func (m *member) newProducer(ctx context.Context) error {
 		if err == nil {
 			m.producer = p
 			return nil
+		}
+		if kafkautil.Refused(err) { // e.g. no WRITE on the transactional ID
+			return fmt.Errorf("transactional producer %s: %w", m.memberName, err)
 		}
 		m.log.Warn("transactional producer init failed, retrying", "transactionalId", m.memberName, "err", err)
 		if !sleep(ctx, time.Second) {

@@ -91,7 +91,10 @@ func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int3
 			var err error
 			parts, err = kafkautil.EnsureGroupTopics(admin, kafkautil.GroupTopics{Input: topo.Input, Output: topo.Output,
 				DLQ: topo.DLQ, Table: topo.TableTopic(), Loop: topo.LoopTopic()}, cfg.Replication)
-			return err
+			if err != nil {
+				return err
+			}
+			return kafkautil.CheckGroup(admin, topo.Group)
 		})
 	return parts, err
 }
@@ -144,8 +147,17 @@ func (p *Processor) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			go m.drainGroupErrors()
-			if errs[i] = m.run(ctx); errs[i] != nil {
+			// A refused fetch (no READ on the input, say) reaches only the
+			// group's error channel: it stops the member like a shutdown
+			// (what it holds is committed) and is then its error.
+			mctx, refuse := context.WithCancelCause(ctx)
+			defer refuse(nil)
+			go m.drainGroupErrors(refuse)
+			errs[i] = m.run(mctx)
+			if errs[i] == nil && ctx.Err() == nil {
+				errs[i] = context.Cause(mctx)
+			}
+			if errs[i] != nil {
 				cancel()
 			}
 		}()
@@ -172,10 +184,17 @@ func (p *Processor) close() {
 	p.members = nil
 }
 
-// drainGroupErrors logs the group's asynchronous errors; it ends when the
+// drainGroupErrors logs the group's asynchronous errors, and stops the
+// member with refuse on one that no retry fixes (kafkautil.Refused: sarama's
+// consumer would fetch again every retry backoff, forever); it ends when the
 // group is closed.
-func (m *member) drainGroupErrors() {
+func (m *member) drainGroupErrors(refuse context.CancelCauseFunc) {
 	for err := range m.group.Errors() {
+		if kafkautil.Refused(err) {
+			m.log.Error("consumer group refused, stopping", "err", err)
+			refuse(fmt.Errorf("group %s: %w", m.topo.Group, err))
+			continue
+		}
 		m.log.Warn("consumer group", "err", err)
 	}
 }

@@ -72,12 +72,17 @@ func (c *cluster) serve(withInput, fenced bool) {
 		"ApiVersionsRequest":  sarama.NewMockApiVersionsResponse(c.t).SetApiKeys(apiKeys),
 		"MetadataRequest":     meta,
 		"CreateTopicsRequest": sarama.NewMockCreateTopicsResponse(c.t),
+		// kafkautil.CheckGroup: the group may be read.
+		"FindCoordinatorRequest": sarama.NewMockFindCoordinatorResponse(c.t).SetCoordinator(sarama.CoordinatorGroup, "g", c.live),
+		"DescribeGroupsRequest":  sarama.NewMockDescribeGroupsResponse(c.t).AddGroupDescription("g", &sarama.GroupDescription{GroupId: "g", State: "Dead"}),
 	})
 }
 
 // apiKeys are the requests prepareTopics sends, up to versions sarama speaks.
 var apiKeys = []sarama.ApiVersionsResponseKey{
 	{ApiKey: 3, MinVersion: 0, MaxVersion: 12}, // Metadata
+	{ApiKey: 10, MinVersion: 0, MaxVersion: 2}, // FindCoordinator
+	{ApiKey: 15, MinVersion: 0, MaxVersion: 4}, // DescribeGroups
 	{ApiKey: 18, MinVersion: 0, MaxVersion: 3}, // ApiVersions
 	{ApiKey: 19, MinVersion: 0, MaxVersion: 4}, // CreateTopics (the mock answers up to v4)
 	{ApiKey: 32, MinVersion: 0, MaxVersion: 4}, // DescribeConfigs

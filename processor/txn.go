@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/IBM/sarama"
+
+	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
 // txnState is the open transaction's bookkeeping, owned by the loop. Records
@@ -152,6 +154,11 @@ func (m *member) abort(cause error) {
 		m.fatal = c
 		m.txn = newTxnState()
 		return
+	}
+	if kafkautil.Refused(cause) {
+		// A missing ACL (WRITE on an output topic, say): the member stops
+		// once the transaction is aborted; a retry would fail the same way.
+		defer func() { m.fatal = cause }()
 	}
 	fenced := isFencing(cause)
 	reason := "error"

@@ -30,7 +30,8 @@
 #                         And a SECURE listener on KAFKA_PORT+400+i-1: SASL_SSL, with a
 #                         certificate for 127.0.0.1 signed by a CA that kafka.sh makes once
 #                         (openssl) in $KAFKA_DATA/tls, user dedup (PLAIN; SCRAM users can be
-#                         added through the admin API). No authorizer: every user may do all.
+#                         added through the admin API). ACLs (StandardAuthorizer) bind only
+#                         the SECURE listener's users other than dedup: the rest are super users.
 #   KAFKA_DATA (<repo>/.kafka)  node i's config, data, logs, pid in $KAFKA_DATA/node-i
 #   KAFKA_CACHE (~/.cache/dedupkit/kafka-<version>)  jar cache, outside the repo
 #   KAFKA_HEAP (-Xmx512m -Xms256m) per node; KAFKA_JVM_OPTS extra JVM flags
@@ -138,6 +139,10 @@ sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
 listener.name.secure.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER="$SASL_PASSWORD";
 listener.name.secure.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.secure.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+# ACLs apply to SECURE's users other than $SASL_USER: everyone on the other listeners
+# (and the nodes themselves) is ANONYMOUS, a super user, as without an authorizer.
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:$SASL_USER
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$d/data

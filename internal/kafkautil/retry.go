@@ -89,18 +89,28 @@ func Transient(err error) bool {
 	return errors.As(err, &netErr) && netErr.Timeout()
 }
 
-// Refused reports that a connection failed on who is at either end, not on
-// the network: the brokers rejected the SASL credentials or mechanism, the
-// broker's certificate is not trusted or not for its name, the broker is not
-// speaking TLS, or it sent a TLS alert (a client certificate it wants or
-// rejects). sarama reports a connection that failed this way on every seed
-// broker as ErrOutOfBrokers, which alone would read as a cluster that is
-// down; no retry fixes a wrong password, so a worker that starts with one
-// exits at once with the reason instead of retrying for StartupTimeout.
+// refusals are broker answers about who the client is: failed SASL
+// authentication, and a missing ACL (authorization).
+var refusals = []error{
+	sarama.ErrSASLAuthenticationFailed, sarama.ErrUnsupportedSASLMechanism, sarama.ErrIllegalSASLState,
+	sarama.ErrTopicAuthorizationFailed, sarama.ErrGroupAuthorizationFailed, sarama.ErrClusterAuthorizationFailed,
+	sarama.ErrTransactionalIDAuthorizationFailed,
+}
+
+// Refused reports an error about who is at either end, not about the
+// network: the brokers rejected the SASL credentials or mechanism, or the
+// user lacks an ACL for what was asked; or the broker's certificate is not
+// trusted or not for its name, the broker is not speaking TLS, or it sent a
+// TLS alert (a client certificate it wants or rejects). sarama reports a
+// connection that failed this way on every seed broker as ErrOutOfBrokers,
+// which alone would read as a cluster that is down. No retry fixes a wrong
+// password or a missing ACL, so the worker stops with the reason instead of
+// retrying for StartupTimeout (at start) or forever (running).
 func Refused(err error) bool {
-	if errors.Is(err, sarama.ErrSASLAuthenticationFailed) || errors.Is(err, sarama.ErrUnsupportedSASLMechanism) ||
-		errors.Is(err, sarama.ErrIllegalSASLState) {
-		return true
+	for _, r := range refusals {
+		if errors.Is(err, r) {
+			return true
+		}
 	}
 	var (
 		unknownCA x509.UnknownAuthorityError
