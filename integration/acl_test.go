@@ -43,6 +43,17 @@ func workerACLs(group, input, output string, eos bool) []*sarama.ResourceAcls {
 	return acls
 }
 
+// toolACLs are what `processor verify` (with --dlq) and `processor
+// reset-offsets` need, as README lists them.
+func toolACLs(group, input, output string) []*sarama.ResourceAcls {
+	read := func(typ sarama.AclResourceType, name string) *sarama.ResourceAcls {
+		return &sarama.ResourceAcls{Resource: sarama.Resource{ResourceType: typ, ResourceName: name, ResourcePatternType: sarama.AclPatternLiteral},
+			Acls: []*sarama.Acl{{Host: "*", Operation: sarama.AclOperationRead, PermissionType: sarama.AclPermissionAllow}}}
+	}
+	return []*sarama.ResourceAcls{read(sarama.AclResourceTopic, input), read(sarama.AclResourceTopic, output),
+		read(sarama.AclResourceTopic, group+"-dlq"), read(sarama.AclResourceGroup, group)}
+}
+
 // grant gives user the ACLs, through brokers on which the test is a super
 // user, and waits until the broker holds every one of them: the controller
 // takes them, the broker applies them from the metadata log a moment later

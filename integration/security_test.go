@@ -261,13 +261,12 @@ func TestWorkerBinaryOnATLSAndSASLListener(t *testing.T) {
 	runFlags := append([]string{"--sasl-mechanism", "SCRAM-SHA-256", "--sasl-user", user}, tls...)
 	runEnv := append(os.Environ(), "PROCESSOR_SASL_PASSWORD="+password)
 	flags := append([]string{"--sasl-mechanism", "PLAIN", "--sasl-user", sec.user}, tls...)
-	env := append(os.Environ(), "PROCESSOR_SASL_PASSWORD="+sec.password)
 
 	in := events("b", 20)
 	e.produce(in...)
 	e.produce(in[:5]...)
 	run := exec.Command(bin, append([]string{"run", "--group", group, "--input", e.input, "--output", e.output,
-		"--state-dir", t.TempDir(), "--http-addr", "", "--key-type", "event-id"}, runFlags...)...)
+		"--state-dir", t.TempDir(), "--http-addr", "", "--key-type", "event-id", "--session-timeout", "3s"}, runFlags...)...)
 	run.Env = runEnv
 	var logs syncBuffer
 	run.Stderr = &logs
@@ -292,18 +291,27 @@ func TestWorkerBinaryOnATLSAndSASLListener(t *testing.T) {
 	}
 	e.exactlyOnce(in)
 
-	verify := exec.Command(bin, append([]string{"verify", "--input", e.input, "--output", e.output}, flags...)...)
-	verify.Env = env
+	// The tools as a user with toolACLs only.
+	toolUser, toolPassword := scramUser(t, sec, e.brokers, sarama.SCRAM_MECHANISM_SHA_256)
+	grant(t, e.brokers, toolUser, toolACLs(group, e.input, e.output))
+	toolFlags := append([]string{"--sasl-mechanism", "SCRAM-SHA-256", "--sasl-user", toolUser}, tls...)
+	toolEnv := append(os.Environ(), "PROCESSOR_SASL_PASSWORD="+toolPassword)
+	verify := exec.Command(bin, append([]string{"verify", "--input", e.input, "--output", e.output, "--dlq", group + "-dlq"}, toolFlags...)...)
+	verify.Env = toolEnv
 	out, err := verify.CombinedOutput()
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if err != nil || !strings.HasPrefix(lines[len(lines)-1], "OK") {
 		t.Fatalf("processor verify over the SECURE listener: %v\n%s", err, out)
 	}
 
-	reset := exec.Command(bin, append([]string{"reset-offsets", "--group", group, "--input", e.input, "--to", "earliest", "--dry-run"}, flags...)...)
-	reset.Env = env
+	e.waitInactive(group) // static membership: the stopped worker's session times out
+	reset := exec.Command(bin, append([]string{"reset-offsets", "--group", group, "--input", e.input, "--to", "earliest"}, toolFlags...)...)
+	reset.Env = toolEnv
 	if out, err := reset.CombinedOutput(); err != nil || !strings.Contains(string(out), e.input) {
-		t.Fatalf("processor reset-offsets --dry-run over the SECURE listener: %v\n%s", err, out)
+		t.Fatalf("processor reset-offsets over the SECURE listener: %v\n%s", err, out)
+	}
+	if committed := committedOffsets(t, e.brokers, group, e.input, 3); committed[0] != 0 || committed[1] != 0 || committed[2] != 0 {
+		t.Fatalf("after reset-offsets --to earliest the group's offsets are %v, want 0 each", committed)
 	}
 
 	bad := exec.Command(bin, append([]string{"run", "--group", group, "--input", e.input, "--output", e.output,
@@ -316,4 +324,31 @@ func TestWorkerBinaryOnATLSAndSASLListener(t *testing.T) {
 	if strings.Contains(string(out), "retrying") {
 		t.Fatalf("the refusal was retried:\n%s", out)
 	}
+}
+
+// committedOffsets is the group's committed offset of each of topic's first
+// n partitions (-1: none).
+func committedOffsets(t *testing.T, brokers []string, group, topic string, n int32) map[int32]int64 {
+	t.Helper()
+	admin, err := sarama.NewClusterAdmin(brokers, kafkatest.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	parts := make([]int32, n)
+	for i := range parts {
+		parts[i] = int32(i)
+	}
+	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	for _, p := range parts {
+		out[p] = -1
+		if b := resp.GetBlock(topic, p); b != nil {
+			out[p] = b.Offset
+		}
+	}
+	return out
 }
