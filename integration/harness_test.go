@@ -21,6 +21,7 @@ import (
 	"github.com/dedupkit/dedup/atleastonce"
 	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/security"
 )
 
 func brokers(t *testing.T) []string {
@@ -137,8 +138,14 @@ type worker struct {
 // start runs topo with its state in stateDir until stop.
 func (e *env) start(topo *dedup.Topology, stateDir string) *worker {
 	e.t.Helper()
+	return e.startOn(topo, e.brokers, security.Config{}, stateDir)
+}
+
+// startOn is start on other brokers (another listener), with sec.
+func (e *env) startOn(topo *dedup.Topology, brokers []string, sec security.Config, stateDir string) *worker {
+	e.t.Helper()
 	w := &worker{done: make(chan error, 1)}
-	r, err := atleastonce.New(e.t.Context(), atleastonce.Config{Brokers: e.brokers, StateDir: stateDir,
+	r, err := atleastonce.New(e.t.Context(), atleastonce.Config{Brokers: brokers, Security: sec, StateDir: stateDir,
 		CommitInterval: 100 * time.Millisecond, Replication: -1, ClientID: "it-" + topo.Group, Logger: topo.Logger,
 		TableSize:   func(p int32, n int64) { w.sizes.Store(p, n) },
 		TableClosed: func(p int32) { w.sizes.Delete(p) }}, topo)

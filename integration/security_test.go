@@ -15,7 +15,6 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/atleastonce"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/kafkautil"
@@ -147,12 +146,13 @@ func TestWorkerOnATLSAndSASLListener(t *testing.T) {
 			e.produce(in...)
 			e.produce(in[:10]...) // the same events again: a producer retry
 			// The worker gets only the SECURE listener's addresses.
-			var w *worker
-			if tc.eos {
-				w = e.startEOS(topo, processor.Config{Brokers: sec.brokers, StateDir: t.TempDir(), Security: secured})
-			} else {
-				w = e.startSecuredALO(topo, sec.brokers, t.TempDir(), secured)
+			start := func() *worker {
+				if tc.eos {
+					return e.startEOS(topo, processor.Config{Brokers: sec.brokers, StateDir: t.TempDir(), Security: secured})
+				}
+				return e.startOn(topo, sec.brokers, secured, t.TempDir())
 			}
+			w := start()
 			e.waitProcessed(group)
 			w.stop(t)
 			e.exactlyOnce(in)
@@ -160,32 +160,12 @@ func TestWorkerOnATLSAndSASLListener(t *testing.T) {
 			// A fresh instance restores the table from the changelog (READ
 			// on <group>-table): the same events once more are skipped.
 			e.produce(in[:10]...)
-			if tc.eos {
-				w = e.startEOS(topo, processor.Config{Brokers: sec.brokers, StateDir: t.TempDir(), Security: secured})
-			} else {
-				w = e.startSecuredALO(topo, sec.brokers, t.TempDir(), secured)
-			}
+			w = start()
 			e.waitProcessed(group)
 			w.stop(t)
 			e.exactlyOnce(in)
 		})
 	}
-}
-
-// startSecuredALO is env.start on other brokers, with the client security set.
-func (e *env) startSecuredALO(topo *dedup.Topology, brokers []string, stateDir string, sec security.Config) *worker {
-	e.t.Helper()
-	w := &worker{done: make(chan error, 1)}
-	r, err := atleastonce.New(e.t.Context(), atleastonce.Config{Brokers: brokers, Security: sec, StateDir: stateDir,
-		CommitInterval: 100 * time.Millisecond, Replication: -1, ClientID: "it-" + topo.Group, Logger: topo.Logger}, topo)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w.cancel = cancel
-	go func() { w.done <- r.Run(ctx) }()
-	e.t.Cleanup(func() { w.stop(e.t) })
-	return w
 }
 
 // A wrong password or an untrusted broker certificate is a configuration
