@@ -168,7 +168,7 @@ func TestWorkerMissingAnACLStopsWithTheRefusal(t *testing.T) {
 				acls[0].Acls = append(acls[0].Acls, &sarama.Acl{Host: "*", Operation: sarama.AclOperationDescribe,
 					PermissionType: sarama.AclPermissionAllow})
 			}
-			user, password := scramUser(t, sec, e.brokers, sarama.SCRAM_MECHANISM_SHA_512)
+			user, password := scramUser(t, sec, e.brokers, security.SCRAMSHA512)
 			grant(t, e.brokers, user, acls)
 			secured := security.Config{TLS: security.TLS{Enable: true, CAFile: sec.caFile},
 				SASL: security.SASL{Mechanism: security.SCRAMSHA512, User: user, Password: password}}

@@ -57,8 +57,12 @@ func secureEnv(t *testing.T) secureListener {
 // end) through the plaintext brokers the other tests use, and waits until
 // the SECURE listener accepts it: like ACLs, credentials reach the broker
 // from the metadata log a moment after the controller took them.
-func scramUser(t *testing.T, sec secureListener, brokers []string, m sarama.ScramMechanismType) (user, password string) {
+func scramUser(t *testing.T, sec secureListener, brokers []string, mech security.Mechanism) (user, password string) {
 	t.Helper()
+	m := sarama.SCRAM_MECHANISM_SHA_256
+	if mech == security.SCRAMSHA512 {
+		m = sarama.SCRAM_MECHANISM_SHA_512
+	}
 	user, password = unique("scram"), unique("pw")
 	salt := make([]byte, 16)
 	rand.Read(salt)
@@ -81,10 +85,6 @@ func scramUser(t *testing.T, sec secureListener, brokers []string, m sarama.Scra
 			admin.Close()
 		}
 	})
-	mech := security.SCRAMSHA256
-	if m == sarama.SCRAM_MECHANISM_SHA_512 {
-		mech = security.SCRAMSHA512
-	}
 	sc := kafkatest.Config()
 	if err := (security.Config{TLS: security.TLS{Enable: true, CAFile: sec.caFile},
 		SASL: security.SASL{Mechanism: mech, User: user, Password: password}}).Apply(sc); err != nil {
@@ -129,11 +129,7 @@ func TestWorkerOnATLSAndSASLListener(t *testing.T) {
 			if tc.mechanism != security.Plain {
 				// A user of its own, allowed workerACLs and nothing else: where
 				// the broker has an authorizer, a missing ACL fails the case.
-				m := sarama.SCRAM_MECHANISM_SHA_256
-				if tc.mechanism == security.SCRAMSHA512 {
-					m = sarama.SCRAM_MECHANISM_SHA_512
-				}
-				user, password = scramUser(t, sec, e.brokers, m)
+				user, password = scramUser(t, sec, e.brokers, tc.mechanism)
 				acls := workerACLs(group, e.input, e.output, tc.eos)
 				grant(t, e.brokers, user, acls)
 				t.Logf("user %s with the ACLs:%s", user, aclsString(acls))
@@ -235,7 +231,7 @@ func TestWorkerBinaryOnATLSAndSASLListener(t *testing.T) {
 	e := newEnv(t, 3)
 	bin := buildProcessor(t)
 	group := e.group("bin-secure")
-	user, password := scramUser(t, sec, e.brokers, sarama.SCRAM_MECHANISM_SHA_256)
+	user, password := scramUser(t, sec, e.brokers, security.SCRAMSHA256)
 	grant(t, e.brokers, user, workerACLs(group, e.input, e.output, true))
 	tls := []string{"--brokers", strings.Join(sec.brokers, ","), "--tls", "--tls-ca-file", sec.caFile}
 	runFlags := append([]string{"--sasl-mechanism", "SCRAM-SHA-256", "--sasl-user", user}, tls...)
@@ -272,7 +268,7 @@ func TestWorkerBinaryOnATLSAndSASLListener(t *testing.T) {
 	e.exactlyOnce(in)
 
 	// The tools as a user with toolACLs only.
-	toolUser, toolPassword := scramUser(t, sec, e.brokers, sarama.SCRAM_MECHANISM_SHA_256)
+	toolUser, toolPassword := scramUser(t, sec, e.brokers, security.SCRAMSHA256)
 	grant(t, e.brokers, toolUser, toolACLs(group, e.input, e.output))
 	toolFlags := append([]string{"--sasl-mechanism", "SCRAM-SHA-256", "--sasl-user", toolUser}, tls...)
 	toolEnv := append(os.Environ(), "PROCESSOR_SASL_PASSWORD="+toolPassword)
@@ -290,7 +286,11 @@ func TestWorkerBinaryOnATLSAndSASLListener(t *testing.T) {
 	if out, err := reset.CombinedOutput(); err != nil || !strings.Contains(string(out), e.input) {
 		t.Fatalf("processor reset-offsets over the SECURE listener: %v\n%s", err, out)
 	}
-	if committed := committedOffsets(t, e.brokers, group, e.input, 3); committed[0] != 0 || committed[1] != 0 || committed[2] != 0 {
+	committed, err := kafkatest.Committed(e.brokers, group, e.input, []int32{0, 1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if committed[0] != 0 || committed[1] != 0 || committed[2] != 0 {
 		t.Fatalf("after reset-offsets --to earliest the group's offsets are %v, want 0 each", committed)
 	}
 
@@ -304,31 +304,4 @@ func TestWorkerBinaryOnATLSAndSASLListener(t *testing.T) {
 	if strings.Contains(string(out), "retrying") {
 		t.Fatalf("the refusal was retried:\n%s", out)
 	}
-}
-
-// committedOffsets is the group's committed offset of each of topic's first
-// n partitions (-1: none).
-func committedOffsets(t *testing.T, brokers []string, group, topic string, n int32) map[int32]int64 {
-	t.Helper()
-	admin, err := sarama.NewClusterAdmin(brokers, kafkatest.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	parts := make([]int32, n)
-	for i := range parts {
-		parts[i] = int32(i)
-	}
-	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int32]int64{}
-	for _, p := range parts {
-		out[p] = -1
-		if b := resp.GetBlock(topic, p); b != nil {
-			out[p] = b.Offset
-		}
-	}
-	return out
 }

@@ -161,17 +161,11 @@ func WaitCommitted(ctx context.Context, brokers []string, group, topic string) e
 	defer tick.Stop()
 	var last map[int32]int64
 	for {
-		resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
-		if err == nil {
-			last = map[int32]int64{}
+		if offs, err := committed(admin, group, topic, parts); err == nil {
+			last = offs
 			done := true
 			for p, end := range ends {
-				off := int64(-1)
-				if b := resp.GetBlock(topic, p); b != nil {
-					off = b.Offset
-				}
-				last[p] = off
-				if end > 0 && off < end {
+				if end > 0 && offs[p] < end {
 					done = false
 				}
 			}
@@ -185,6 +179,32 @@ func WaitCommitted(ctx context.Context, brokers []string, group, topic string) e
 		case <-tick.C:
 		}
 	}
+}
+
+// Committed is group's committed offset of each of topic's partitions
+// (-1: none).
+func Committed(brokers []string, group, topic string, partitions []int32) (map[int32]int64, error) {
+	admin, err := sarama.NewClusterAdmin(brokers, Config())
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	return committed(admin, group, topic, partitions)
+}
+
+func committed(admin sarama.ClusterAdmin, group, topic string, partitions []int32) (map[int32]int64, error) {
+	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: partitions})
+	if err != nil {
+		return nil, err
+	}
+	offs := make(map[int32]int64, len(partitions))
+	for _, p := range partitions {
+		offs[p] = -1
+		if b := resp.GetBlock(topic, p); b != nil {
+			offs[p] = b.Offset
+		}
+	}
+	return offs, nil
 }
 
 // ReadAll reads every committed record of topic up to each partition's last
