@@ -2,95 +2,135 @@ package dedup
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/dedupkit/dedup/codecs"
 )
 
-// Input is what a Handler sees: the decoded event and where it came from.
-type Input struct {
-	Event    *codecs.Event
-	Key      string            // the input record key
-	Headers  map[string][]byte // the input record headers
-	Position Position
+// Header is one record header. Kafka allows a key to repeat and keeps the
+// order, so headers are a list, not a map.
+type Header struct {
+	Key   string
+	Value []byte
 }
 
-// Message is one record a handler wants written to the output topic.
+// Headers are a record's headers in the order they were written.
+type Headers []Header
+
+// Get returns the value of the last header named key, as Kafka's Java client
+// (lastHeader) reads it, and false when there is none.
+func (h Headers) Get(key string) ([]byte, bool) {
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Key == key {
+			return h[i].Value, true
+		}
+	}
+	return nil, false
+}
+
+// Event is one first-seen event as a Handler sees it: where the record was
+// read, the record itself, and what the topology decoded from it. For an
+// event that was re-keyed through the loop topic, Position, Key and Headers
+// are those of the original input record.
+type Event struct {
+	Position         // topic, partition, offset and timestamp of the input record
+	Key      string  // the input record key
+	Headers  Headers // the input record headers, in order
+	Value    []byte  // the input record value, as it arrived
+	EventID  string  // the event ID the record was judged by
+	// AggregateID is the envelope's aggregate ID (JSON "aggregateId", or
+	// the CloudEvents ce_subject header); empty when the record has none.
+	AggregateID string
+	// Envelope is the decoded envelope: type, occurredAt and payload of a
+	// JSON event. For IDs from a header, the record key or an IDFunc, the
+	// body is not parsed and Envelope.Payload is the record value.
+	Envelope *codecs.Event
+}
+
+// Message is one record a handler wants written. Topic must be one of the
+// topology's outputs; it may be empty when the topology has exactly one.
 type Message struct {
+	Topic   string
 	Key     string
 	Value   []byte
-	Headers map[string][]byte
+	Headers Headers
 }
 
-// Handler is the business logic a library user supplies. It runs once per
-// first-seen event; its outputs are written together with the seen record.
-// An error leaves the event unmarked: after the retries it goes to the
-// dead-letter topic, and re-driving it from there processes it.
+// Handler is the business logic a library user supplies. It runs for each
+// first-seen event; the messages it returns are written, in order, in the
+// same Kafka transaction as the event's seen mark and input offset.
 //
-// Handlers must be deterministic in what they emit for an event and must not
-// have side effects outside Kafka: only Kafka writes are covered by the
-// exactly-once guarantee.
+// The contract:
+//   - nil error: the messages are written and the event is marked seen.
+//   - an error wrapped with Permanent: the event goes to the dead-letter
+//     topic at once (reason handler-permanent), unmarked, with no retries.
+//   - any other error: the handler is retried with backoff
+//     (HandlerRetries, RetryBackoff); after the last retry the event goes to
+//     the dead-letter topic (reason handler-error), unmarked. Re-driving it
+//     from there processes it.
+//   - a panic: recovered, the event goes to the dead-letter topic (reason
+//     handler-panic) with the panic's value, the stack is logged, and the
+//     worker goes on.
+//   - ctx cancelled (the worker stops, or a rebalance takes the partition
+//     away): return ctx.Err() (or any error). The event is neither marked
+//     nor dead-lettered, the transaction is aborted, and whoever owns the
+//     partition next processes it exactly once.
+//
+// A handler must emit the same messages for the same event (it may run
+// again after an aborted transaction) and must not have side effects
+// outside Kafka: only Kafka writes are covered by the exactly-once
+// guarantee. A sink that writes elsewhere should upsert on a business key.
 type Handler interface {
-	Handle(ctx context.Context, in *Input) ([]Message, error)
+	Handle(ctx context.Context, ev *Event) ([]Message, error)
 }
 
 // HandlerFunc adapts a function to Handler.
-type HandlerFunc func(ctx context.Context, in *Input) ([]Message, error)
+type HandlerFunc func(ctx context.Context, ev *Event) ([]Message, error)
 
 // Handle calls f.
-func (f HandlerFunc) Handle(ctx context.Context, in *Input) ([]Message, error) { return f(ctx, in) }
+func (f HandlerFunc) Handle(ctx context.Context, ev *Event) ([]Message, error) { return f(ctx, ev) }
 
 // Forward is the worker's default handler, a dedup bridge: every first-seen
-// event goes to the output unchanged, same key, same value, same headers.
+// event goes to the (single) output unchanged, same key, value and headers.
 func Forward() Handler {
-	return HandlerFunc(func(_ context.Context, in *Input) ([]Message, error) {
-		return []Message{{Key: in.Key, Value: in.Event.Raw, Headers: in.Headers}}, nil
+	return HandlerFunc(func(_ context.Context, ev *Event) ([]Message, error) {
+		return []Message{{Key: ev.Key, Value: ev.Value, Headers: ev.Headers}}, nil
 	})
 }
 
-// OrderPaid is the payload of the example's OrderPaid event.
-type OrderPaid struct {
-	OrderID   string  `json:"orderId"`
-	PaymentID string  `json:"paymentId"`
-	Amount    float64 `json:"amount"`
+// permanentError marks a handler error that no retry can fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent wraps err so the topology dead-letters the event at once
+// instead of retrying: for input the handler can never accept (a payload
+// that does not parse, a business rule that rejects it). Permanent(nil) is
+// nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
 }
 
-// Settlement is the example handler's output record.
-type Settlement struct {
-	PaymentID string    `json:"paymentId"`
-	OrderID   string    `json:"orderId"`
-	Amount    float64   `json:"amount"`
-	EventID   string    `json:"eventId"`
-	PaidAt    time.Time `json:"paidAt,omitzero"`
+// IsPermanent reports whether err was wrapped with Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
 }
 
-// Settlements is the example handler of the settlement-service story: each
-// OrderPaid event becomes one settlement keyed by payment ID; other event
-// types produce nothing (and are still marked seen). A malformed OrderPaid
-// payload is a handler error, so it ends in the dead-letter topic unmarked.
-func Settlements() Handler {
-	return HandlerFunc(func(_ context.Context, in *Input) ([]Message, error) {
-		if in.Event.Type != "OrderPaid" {
-			return nil, nil
-		}
-		var p OrderPaid
-		if err := json.Unmarshal(in.Event.Payload, &p); err != nil {
-			return nil, fmt.Errorf("OrderPaid payload: %w", err)
-		}
-		if p.PaymentID == "" {
-			return nil, fmt.Errorf("OrderPaid payload has no paymentId")
-		}
-		s := Settlement{PaymentID: p.PaymentID, OrderID: p.OrderID, Amount: p.Amount,
-			EventID: in.Event.EventID, PaidAt: in.Event.OccurredAt}
-		value, err := json.Marshal(s)
-		if err != nil {
-			return nil, err
-		}
-		return []Message{{Key: p.PaymentID, Value: value, Headers: map[string][]byte{
-			"source-offset": []byte(strconv.FormatInt(in.Position.Offset, 10)),
-		}}}, nil
-	})
+// ErrInterrupted is what a runtime gets back from the topology when the
+// handler gave up because its context was cancelled (shutdown or
+// revocation): the transaction must be aborted, nothing of the event kept.
+var ErrInterrupted = errors.New("handler interrupted: the worker is stopping or the partition was revoked")
+
+// panicError is a recovered handler panic.
+type panicError struct {
+	value any
+	stack []byte
 }
+
+func (e *panicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.value) }

@@ -1,7 +1,9 @@
 package dedup
 
 import (
+	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dedupkit/dedup/codecs"
 )
@@ -13,7 +15,7 @@ type Record struct {
 	Offset    int64
 	Timestamp time.Time
 	Key       string
-	Headers   map[string][]byte
+	Headers   Headers
 	Value     []byte
 }
 
@@ -26,9 +28,9 @@ type Record struct {
 // that goroutine.
 type Prepared struct {
 	fromLoop bool
-	pos      Position          // where the event was first read (the loop's source for loop records)
-	recKey   string            // that record's key
-	headers  map[string][]byte // that record's headers
+	pos      Position // where the event was first read (the loop's source for loop records)
+	recKey   string   // that record's key
+	headers  Headers  // that record's headers
 	event    *codecs.Event
 	key      string // the dedup key
 	// reason and err say why the record goes to the dead-letter topic
@@ -44,11 +46,10 @@ type PreparedContext interface {
 }
 
 // Prepare decodes rec as Process would. It reads only the topology's
-// configuration, so runtimes may call it from any goroutine, concurrently,
-// once Graph has been called.
+// definition, so runtimes may call it from any goroutine, concurrently.
 func (t *Topology) Prepare(rec Record) *Prepared {
 	p := &Prepared{
-		fromLoop: rec.Topic == t.loopTopic,
+		fromLoop: t.isLoop(rec.Topic),
 		pos:      Position{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp},
 		recKey:   rec.Key,
 		headers:  rec.Headers,
@@ -59,8 +60,9 @@ func (t *Topology) Prepare(rec Record) *Prepared {
 			p.reason, p.err = ReasonBadLoopRecord, err
 			return p
 		}
+		rec.Key, rec.Headers = p.recKey, p.headers
 	}
-	ev, err := codecs.Decoder{ID: t.IDSource}.Decode(rec.Value, p.headers)
+	ev, err := t.decode(rec)
 	if err != nil {
 		p.reason, p.err = codecs.Reason(err), err
 		return p
@@ -72,4 +74,43 @@ func (t *Topology) Prepare(rec Record) *Prepared {
 	}
 	p.event, p.key = ev, key
 	return p
+}
+
+// decode finds the event ID of rec where the topology's ID source says.
+// JSON fields and headers are the codecs' Decoder; the record key and an
+// IDFunc leave the body opaque, as header IDs do.
+func (t *Topology) decode(rec Record) (*codecs.Event, error) {
+	switch {
+	case t.IDFunc != nil:
+		id, err := t.IDFunc(rec)
+		if err != nil {
+			return nil, &codecs.DecodeError{Kind: codecs.ErrNoID, Detail: fmt.Sprintf("IDFunc: %v", err)}
+		}
+		return opaqueEvent(id, rec.Value, "IDFunc's ID")
+	case t.IDSource.Key:
+		return opaqueEvent(rec.Key, rec.Value, "record key")
+	}
+	var hm map[string][]byte
+	if t.IDSource.Header != "" {
+		hm = make(map[string][]byte, len(rec.Headers))
+		for _, h := range rec.Headers { // the last one wins, as Headers.Get
+			hm[h.Key] = h.Value
+		}
+	}
+	return codecs.Decoder{ID: t.IDSource}.Decode(rec.Value, hm)
+}
+
+// opaqueEvent is the event of a record whose body is not parsed.
+func opaqueEvent(id string, value []byte, where string) (*codecs.Event, error) {
+	switch {
+	case value == nil:
+		return nil, &codecs.DecodeError{Kind: codecs.ErrNullValue, Detail: "record value is null (tombstone)"}
+	case id == "":
+		return nil, &codecs.DecodeError{Kind: codecs.ErrNoID, Detail: where + " is empty"}
+	case len(id) > codecs.MaxIDLength:
+		return nil, &codecs.DecodeError{Kind: codecs.ErrIDTooLong, Detail: fmt.Sprintf("%s is %d bytes, at most %d allowed", where, len(id), codecs.MaxIDLength)}
+	case !utf8.ValidString(id):
+		return nil, &codecs.DecodeError{Kind: codecs.ErrBadField, Detail: where + " is not valid UTF-8"}
+	}
+	return &codecs.Event{EventID: id, Payload: value, Raw: value}, nil
 }

@@ -48,7 +48,7 @@ func newFixture(t *testing.T, handler Handler, mutate func(*Topology)) *fixture 
 	t.Helper()
 	f := &fixture{tt: tester.New(t), obs: &countingObserver{}, now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
 	f.topo = &Topology{
-		Group: "settlement", Input: "orders", Output: "settlements", DLQ: "orders-dlq",
+		Group: "settlement", Input: "orders", Outputs: []string{"settlements"}, DLQ: "orders-dlq",
 		Table:    Table{KeyType: KeyEventID, Retention: 24 * time.Hour},
 		IDSource: codecs.DefaultIDSource(), Handler: handler,
 		HandlerRetries: 2, RetryBackoff: time.Microsecond,
@@ -200,12 +200,12 @@ func TestTopologyDeadLettersBadInput(t *testing.T) {
 
 func TestTopologyHandlerErrorLeavesEventUnmarked(t *testing.T) {
 	calls, failUntil := 0, 100
-	h := HandlerFunc(func(ctx context.Context, in *Input) ([]Message, error) {
+	h := HandlerFunc(func(ctx context.Context, ev *Event) ([]Message, error) {
 		calls++
 		if calls <= failUntil {
 			return nil, errors.New("downstream down")
 		}
-		return Forward().Handle(ctx, in)
+		return Forward().Handle(ctx, ev)
 	})
 	f := newFixture(t, h, nil)
 	f.consume("e1", `{"eventId":"e1"}`, nil)
@@ -226,24 +226,9 @@ func TestTopologyHandlerErrorLeavesEventUnmarked(t *testing.T) {
 	}
 }
 
-func TestSettlementsHandler(t *testing.T) {
-	f := newFixture(t, Settlements(), nil)
-	paid := `{"eventId":"e1","aggregateId":"order-1","type":"OrderPaid","payload":{"orderId":"order-1","paymentId":"pay-9","amount":12.5}}`
-	f.consume("order-1", paid, nil)
-	f.consume("order-1", paid, nil)
-	f.consume("order-1", `{"eventId":"e2","aggregateId":"order-1","type":"OrderShipped","payload":{}}`, nil)
-	keys, values := drain(f.out)
-	if len(values) != 1 || keys[0] != "pay-9" || values[0] != `{"paymentId":"pay-9","orderId":"order-1","amount":12.5,"eventId":"e1"}` {
-		t.Fatalf("settlements: keys %v values %v", keys, values)
-	}
-	if f.obs.processed != 2 || f.obs.skipped != 1 {
-		t.Fatalf("processed %d skipped %d, want 2 and 1", f.obs.processed, f.obs.skipped)
-	}
-}
-
 func TestTopologyValidate(t *testing.T) {
 	good := func() *Topology {
-		return &Topology{Group: "g", Input: "in", Output: "out", DLQ: "dlq", Handler: Forward(),
+		return &Topology{Group: "g", Input: "in", Outputs: []string{"out"}, DLQ: "dlq", Handler: Forward(),
 			Table: Table{KeyType: KeyEventID, Retention: time.Hour}, IDSource: codecs.DefaultIDSource()}
 	}
 	tests := []struct {
@@ -251,7 +236,7 @@ func TestTopologyValidate(t *testing.T) {
 		mutate func(*Topology)
 	}{
 		{"no group", func(t *Topology) { t.Group = "" }},
-		{"input is output", func(t *Topology) { t.Output = "in" }},
+		{"input is output", func(t *Topology) { t.Outputs = []string{"in"} }},
 		{"input is dlq", func(t *Topology) { t.DLQ = "in" }},
 		{"no handler", func(t *Topology) { t.Handler = nil }},
 		{"bad key type", func(t *Topology) { t.Table.KeyType = "x" }},

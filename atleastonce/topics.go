@@ -41,7 +41,7 @@ func prepareTopics(ctx context.Context, cfg Config, sc *sarama.Config, topo *ded
 }
 
 func groupTopics(topo *dedup.Topology) kafkautil.GroupTopics {
-	return kafkautil.GroupTopics{Input: topo.Input, Output: topo.Output, DLQ: topo.DLQ, Table: topo.TableTopic(), Loop: topo.LoopTopic()}
+	return kafkautil.GroupTopics{Input: topo.Input, Outputs: topo.Outputs, DLQ: topo.DLQ, Table: topo.TableTopic(), Loop: topo.LoopTopic()}
 }
 
 // topicVisibleTimeout bounds the wait for a topic prepareTopics created to

@@ -40,8 +40,9 @@ type Event struct {
 
 // IDSource says where the event ID of a record is found.
 type IDSource struct {
-	// Field is the top-level JSON field that holds the ID (default "eventId").
-	// Used when Header is empty.
+	// Field is the JSON field that holds the ID (default "eventId"); a
+	// dotted path ("meta.eventId") reads it from nested objects. Used when
+	// Header is empty.
 	Field string
 	// Header, when set, takes the ID from this record header instead of the
 	// body (CloudEvents binary mode: "ce_id"). The body is then opaque.
@@ -49,6 +50,9 @@ type IDSource struct {
 	// SourceHeader is the header whose value makes the ID unique in header
 	// mode (CloudEvents: "ce_source"). Empty means the ID alone is unique.
 	SourceHeader string
+	// Key, when true, takes the ID from the record key; the body is then
+	// opaque. The topology reads it; Decoder does not see record keys.
+	Key bool
 }
 
 // DefaultIDSource reads the ID from the "eventId" JSON field.
@@ -59,7 +63,7 @@ func CloudEventsIDSource() IDSource { return IDSource{Header: "ce_id", SourceHea
 
 // Validate reports a configuration that cannot find an ID.
 func (s IDSource) Validate() error {
-	if s.Header == "" && s.Field == "" {
+	if s.Header == "" && s.Field == "" && !s.Key {
 		return fmt.Errorf("codecs: IDSource needs a JSON field or a header")
 	}
 	return nil
@@ -139,6 +143,7 @@ func decodeJSON(value []byte, idField string) (*Event, error) {
 		return nil, newDecodeError(ErrBadField, "value is not valid UTF-8")
 	}
 	ev := &Event{Raw: value}
+	idHead, idRest := splitPath(idField)
 	var fieldErr error
 	err := scanObject(value, func(key []byte, escaped bool, raw []byte) error {
 		if escaped { // rare: compare the unescaped name
@@ -149,8 +154,12 @@ func decodeJSON(value []byte, idField string) (*Event, error) {
 			key = []byte(name)
 		}
 		var err error
-		if string(key) == idField {
-			ev.EventID, err = stringValue(raw, idField)
+		if string(key) == idHead {
+			if v, ok := lookupPath(raw, idRest); ok {
+				ev.EventID, err = stringValue(v, idField)
+			} else {
+				ev.EventID = ""
+			}
 		}
 		switch string(key) { // no allocation for these comparisons
 		case "aggregateId":

@@ -197,3 +197,30 @@ func TestDecoderRejectsLoneSurrogate(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeNestedIDPath(t *testing.T) {
+	tests := []struct {
+		value, path, want string
+		ok                bool
+	}{
+		{`{"meta":{"eventId":"e1"},"type":"T"}`, "meta.eventId", "e1", true},
+		{`{"a":{"b":{"c":"deep"}}}`, "a.b.c", "deep", true},
+		{`{"meta":{"other":"x"}}`, "meta.eventId", "", false},
+		{`{"meta":"flat"}`, "meta.eventId", "", false},
+		{`{"meta":null}`, "meta.eventId", "", false},
+		{`{"meta.eventId":"dotted"}`, "meta.eventId", "", false},
+		{`{"eventId":"top"}`, "eventId", "top", true},
+	}
+	for _, tt := range tests {
+		ev, err := Decoder{ID: IDSource{Field: tt.path}}.Decode([]byte(tt.value), nil)
+		if tt.ok != (err == nil) {
+			t.Fatalf("%s in %s: err %v, want ok=%v", tt.path, tt.value, err, tt.ok)
+		}
+		if err == nil && ev.EventID != tt.want {
+			t.Fatalf("%s in %s: ID %q, want %q", tt.path, tt.value, ev.EventID, tt.want)
+		}
+		if err != nil && Reason(err) != "no-id" {
+			t.Fatalf("%s in %s: reason %q, want no-id", tt.path, tt.value, Reason(err))
+		}
+	}
+}

@@ -33,6 +33,7 @@ func (e *env) startEOS(topo *dedup.Topology, cfg processor.Config) *worker {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
+	w.ready = p.Ready
 	go func() { w.done <- p.Run(ctx) }()
 	e.t.Cleanup(func() { w.stop(e.t) })
 	return w
@@ -185,7 +186,10 @@ func TestExactlyOnceWithTwoThreads(t *testing.T) {
 	group := e.group("eos-threads")
 	obs := &counter{}
 	topo := e.topology(group, obs)
-	e.startEOS(topo, processor.Config{StateDir: t.TempDir(), Threads: 2})
+	w := e.startEOS(topo, processor.Config{StateDir: t.TempDir(), Threads: 2})
+	// Both members in one generation: a member alone would own every
+	// partition and judge every event in place.
+	until(t, 60*time.Second, "both members to be assigned", w.ready)
 	e.produceWithCopies(group, obs, "t")
 	if looped := obs.looped(); looped == 0 || looped == 250 {
 		t.Fatalf("%d of 250 events looped; want some looped to the other member and some judged at once", looped)

@@ -121,7 +121,7 @@ func dropTopics(t *testing.T, brokers []string, topics ...string) {
 
 func (e *env) topology(group string, obs dedup.Observer) *dedup.Topology {
 	return &dedup.Topology{
-		Group: group, Input: e.input, Output: e.output, DLQ: group + "-dlq",
+		Group: group, Input: e.input, Outputs: []string{e.output}, DLQ: group + "-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour},
 		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward(),
 		Observer: obs, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -130,6 +130,7 @@ func (e *env) topology(group string, obs dedup.Observer) *dedup.Topology {
 
 // worker is a running at-least-once runner.
 type worker struct {
+	ready  func() bool // every member of the worker has its partitions (exactly-once)
 	cancel context.CancelFunc
 	done   chan error
 	sizes  sync.Map // partition -> table size

@@ -27,13 +27,12 @@ type manualPartition struct{}
 // transaction and table writes go to the partition's overlay, so nothing is
 // visible until the transaction commits.
 type txnContext struct {
-	m          *member
-	ctx        context.Context
-	msg        *sarama.ConsumerMessage
-	key        string          // msg.Key as a string, converted once
-	recHeaders goka.Headers    // msg.Headers as goka's map
-	prep       *dedup.Prepared // the topology's Prepare of msg, done on the claim's goroutine
-	table      *partitionTable // of msg.Partition
+	m     *member
+	ctx   context.Context
+	msg   *sarama.ConsumerMessage
+	key   string          // msg.Key as a string, converted once
+	prep  *dedup.Prepared // the topology's Prepare of msg, done on the claim's goroutine
+	table *partitionTable // of msg.Partition
 }
 
 // failure carries Fail's error out of the callback by panic, as goka does.
@@ -46,7 +45,10 @@ func (c *txnContext) Offset() int64            { return c.msg.Offset }
 func (c *txnContext) Group() goka.Group        { return goka.Group(c.m.topo.Group) }
 func (c *txnContext) Timestamp() time.Time     { return c.msg.Timestamp }
 func (c *txnContext) Context() context.Context { return c.ctx }
-func (c *txnContext) Headers() goka.Headers    { return c.recHeaders }
+
+// Headers is goka's view of the record's headers; the topology reads the
+// ordered ones from Prepared.
+func (c *txnContext) Headers() goka.Headers { return goka.HeadersFromSarama(c.msg.Headers) }
 
 // Prepared is the topology's Prepare of the message (dedup.PreparedContext).
 func (c *txnContext) Prepared() *dedup.Prepared { return c.prep }
@@ -79,28 +81,29 @@ func (c *txnContext) Delete(options ...goka.ContextOption) {
 }
 
 func (c *txnContext) Emit(topic goka.Stream, key string, value any, options ...goka.ContextOption) {
-	c.EmitWithHeaders(topic, key, value, c.headers(options))
-}
-
-// EmitWithHeaders is Emit without the reflection that reading headers out of
-// a goka.ContextOption takes (dedup.HeaderEmitter).
-func (c *txnContext) EmitWithHeaders(topic goka.Stream, key string, value any, headers goka.Headers) {
 	codec, ok := c.m.codecs.outputs[string(topic)]
 	if !ok {
 		c.Fail(fmt.Errorf("no Output edge for topic %s in the group graph", topic))
 	}
-	c.m.queue(string(topic), key, c.encode(codec, value), headers)
+	c.m.queue(string(topic), key, c.encode(codec, value), saramaHeaders(c.headers(options)))
+}
+
+// EmitRecord writes a record with its headers in order
+// (dedup.RecordEmitter). The topology's outputs pass bytes through.
+func (c *txnContext) EmitRecord(topic, key string, value []byte, headers dedup.Headers) {
+	c.m.queue(topic, key, value, recordHeaders(headers))
 }
 
 func (c *txnContext) Loopback(key string, value any, options ...goka.ContextOption) {
-	c.LoopbackWithHeaders(key, value, c.headers(options))
-}
-
-func (c *txnContext) LoopbackWithHeaders(key string, value any, headers goka.Headers) {
 	if c.m.codecs.loop == nil {
 		c.Fail(errors.New("no Loop edge in the group graph"))
 	}
-	c.m.queueLoop(key, c.encode(c.m.codecs.loop, value), headers)
+	c.m.queueLoop(key, c.encode(c.m.codecs.loop, value), saramaHeaders(c.headers(options)))
+}
+
+// LoopbackRecord sends a record to the loop topic (dedup.RecordEmitter).
+func (c *txnContext) LoopbackRecord(key string, value []byte, headers dedup.Headers) {
+	c.m.queueLoop(key, value, recordHeaders(headers))
 }
 
 func (c *txnContext) encode(codec goka.Codec, value any) []byte {
@@ -167,6 +170,6 @@ func optionHeaders(options []goka.ContextOption) (goka.Headers, error) {
 // The topology takes these faster paths when the context offers them.
 var (
 	_ dedup.LoopContext     = (*txnContext)(nil)
-	_ dedup.HeaderEmitter   = (*txnContext)(nil)
+	_ dedup.RecordEmitter   = (*txnContext)(nil)
 	_ dedup.PreparedContext = (*txnContext)(nil)
 )

@@ -66,10 +66,9 @@ type member struct {
 // inbound is a consumed message with what its claim's goroutine worked out
 // for it ahead of the loop (see prepare).
 type inbound struct {
-	msg     *sarama.ConsumerMessage
-	key     string // msg.Key as a string
-	headers goka.Headers
-	prep    *dedup.Prepared
+	msg  *sarama.ConsumerMessage
+	key  string // msg.Key as a string
+	prep *dedup.Prepared
 }
 
 // bigRestore is the number of restored records after which Setup returns the
@@ -259,9 +258,9 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 // loop (BenchmarkProcess/prepare and /rekey-owned), so the loop's time goes
 // to the table.
 func (m *member) prepare(keys *headerKeys, msg *sarama.ConsumerMessage) inbound {
-	in := inbound{msg: msg, key: string(msg.Key), headers: keys.headers(msg.Headers)}
+	in := inbound{msg: msg, key: string(msg.Key)}
 	in.prep = m.topo.Prepare(dedup.Record{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset,
-		Timestamp: msg.Timestamp, Key: in.key, Headers: in.headers, Value: msg.Value})
+		Timestamp: msg.Timestamp, Key: in.key, Headers: keys.headers(msg.Headers), Value: msg.Value})
 	return in
 }
 
@@ -432,7 +431,17 @@ func (m *member) process(sess sarama.ConsumerGroupSession, in inbound) {
 	if t == nil {
 		fail(fmt.Errorf("message from unassigned partition %s/%d", msg.Topic, msg.Partition))
 	}
-	m.topo.Process(&txnContext{m: m, ctx: sess.Context(), msg: msg, key: in.key, recHeaders: in.headers, prep: in.prep, table: t}, msg.Value)
+	err := m.topo.ProcessRecord(&txnContext{m: m, ctx: sess.Context(), msg: msg, key: in.key, prep: in.prep, table: t}, msg.Value)
+	if errors.Is(err, dedup.ErrInterrupted) {
+		// The handler gave up because the session ended: nothing of the
+		// transaction is kept, and the partition's next owner (or this
+		// member, after it rejoined) processes the event again.
+		m.abort(fmt.Errorf("at %s/%d@%d: %w", msg.Topic, msg.Partition, msg.Offset, err))
+		return
+	}
+	if err != nil {
+		fail(err)
+	}
 	if m.txn.offsets[msg.Topic] == nil {
 		m.txn.offsets[msg.Topic] = map[int32]int64{}
 	}
@@ -441,12 +450,12 @@ func (m *member) process(sess sarama.ConsumerGroupSession, in inbound) {
 }
 
 // queue streams a record into the open transaction.
-func (m *member) queue(topic, key string, value []byte, headers goka.Headers) {
+func (m *member) queue(topic, key string, value []byte, headers []sarama.RecordHeader) {
 	m.send(newRecord(topic, key, value, headers))
 }
 
 // queueChangelog streams a record of the table partition's changelog.
-func (m *member) queueChangelog(partition int32, key string, value []byte, headers goka.Headers) {
+func (m *member) queueChangelog(partition int32, key string, value []byte, headers []sarama.RecordHeader) {
 	msg := newRecord(m.tableTopic, key, value, headers)
 	msg.Partition, msg.Metadata = partition, manualPartition{}
 	m.send(msg)
@@ -454,7 +463,7 @@ func (m *member) queueChangelog(partition int32, key string, value []byte, heade
 
 // queueLoop streams a record to the loop topic, in the partition of its key
 // that LoopTable computes too: one function decides both.
-func (m *member) queueLoop(key string, value []byte, headers goka.Headers) {
+func (m *member) queueLoop(key string, value []byte, headers []sarama.RecordHeader) {
 	msg := newRecord(m.loopTopic, key, value, headers)
 	msg.Partition, msg.Metadata = hashPartition(key, m.partitions), manualPartition{}
 	m.send(msg)
@@ -469,9 +478,9 @@ type record struct {
 	value sarama.ByteEncoder
 }
 
-func newRecord(topic, key string, value []byte, headers goka.Headers) *sarama.ProducerMessage {
+func newRecord(topic, key string, value []byte, headers []sarama.RecordHeader) *sarama.ProducerMessage {
 	r := &record{key: sarama.StringEncoder(key), value: value}
-	r.msg = sarama.ProducerMessage{Topic: topic, Key: &r.key, Headers: headers.ToSarama()}
+	r.msg = sarama.ProducerMessage{Topic: topic, Key: &r.key, Headers: headers}
 	if value != nil {
 		r.msg.Value = &r.value
 	}

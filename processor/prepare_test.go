@@ -29,7 +29,7 @@ func TestProcessJudgesThePreparedEvent(t *testing.T) {
 
 	var outputs [][]byte
 	for _, r := range prod.sent() {
-		if r.Topic == m.topo.Output {
+		if r.Topic == m.topo.Outputs[0] {
 			v, _ := r.Value.Encode()
 			outputs = append(outputs, v)
 		}

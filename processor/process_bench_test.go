@@ -38,7 +38,7 @@ const benchPartitions = 12
 // partitions, with the stores of the given ones and no Kafka.
 func newTestMember(tb testing.TB, producer sarama.AsyncProducer, partitions ...int32) *member {
 	tb.Helper()
-	topo := &dedup.Topology{Group: "bench", Input: "orders", Output: "orders-deduped", DLQ: "bench-dlq",
+	topo := &dedup.Topology{Group: "bench", Input: "orders", Outputs: []string{"orders-deduped"}, DLQ: "bench-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
 		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward(), HandlerRetries: 3,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}

@@ -34,6 +34,14 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Processor, err
 	if err := topo.Validate(); err != nil {
 		return nil, err
 	}
+	// A member handles its events one at a time: while a handler backs off,
+	// the member's open transaction waits with it. A budget near the
+	// transaction timeout would let the coordinator abort it every time.
+	if b := topo.RetryBudget(); b > cfg.TransactionTimeout/2 {
+		return nil, fmt.Errorf("handler retries: %d retries from a %v backoff wait up to %v for one event, more than half "+
+			"the transaction timeout %v: fewer retries (--handler-retries), a shorter backoff (--retry-backoff) "+
+			"or a longer TransactionTimeout", topo.HandlerRetries, topo.RetryBackoff, b, cfg.TransactionTimeout)
+	}
 	graph := topo.Graph()
 	codecs := &codecSet{table: graph.GroupTable().Codec(), outputs: map[string]goka.Codec{}}
 	if l := graph.LoopStream(); l != nil {
@@ -89,7 +97,7 @@ func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int3
 	err := kafkautil.WithAdmin(ctx, cfg.Logger, "prepare topics", cfg.Brokers, sc,
 		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
 			var err error
-			parts, err = kafkautil.EnsureGroupTopics(admin, kafkautil.GroupTopics{Input: topo.Input, Output: topo.Output,
+			parts, err = kafkautil.EnsureGroupTopics(admin, kafkautil.GroupTopics{Input: topo.Input, Outputs: topo.Outputs,
 				DLQ: topo.DLQ, Table: topo.TableTopic(), Loop: topo.LoopTopic()}, cfg.Replication)
 			if err != nil {
 				return err

@@ -103,7 +103,7 @@ func (c *cluster) created() []string {
 }
 
 func testTopology() *dedup.Topology {
-	return &dedup.Topology{Group: "g", Input: "orders", Output: "out", DLQ: "g-dlq"}
+	return &dedup.Topology{Group: "g", Input: "orders", Outputs: []string{"out"}, DLQ: "g-dlq"}
 }
 
 // A broker killed moments before the worker starts is still in the metadata

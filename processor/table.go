@@ -47,12 +47,12 @@ func (t *partitionTable) set(key string, value any, headers goka.Headers) {
 		fail(fmt.Errorf("encode table value: %w", err))
 	}
 	t.store.Set(key, data)
-	t.m.queueChangelog(t.p, key, data, headers)
+	t.m.queueChangelog(t.p, key, data, saramaHeaders(headers))
 }
 
 func (t *partitionTable) delete(key string, headers goka.Headers) {
 	t.store.Delete(key)
-	t.m.queueChangelog(t.p, key, nil, headers)
+	t.m.queueChangelog(t.p, key, nil, saramaHeaders(headers))
 }
 
 // fail stops the callback with err; the member aborts the transaction.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
@@ -162,12 +163,19 @@ func (m *member) abort(cause error) {
 	}
 	fenced := isFencing(cause)
 	reason := "error"
-	if fenced {
+	switch {
+	case fenced:
 		reason = "fenced"
 		m.hooks.Fenced()
+	case errors.Is(cause, dedup.ErrInterrupted):
+		reason = "interrupted"
 	}
 	m.hooks.TxnAborted(reason)
-	m.log.Warn("transaction failed, aborting", "err", describe(cause), "fenced", fenced)
+	if reason == "interrupted" {
+		m.log.Info("handler interrupted, aborting the transaction", "err", cause)
+	} else {
+		m.log.Warn("transaction failed, aborting", "err", describe(cause), "fenced", fenced)
+	}
 	m.flush(&m.txn)
 	m.txn = newTxnState()
 	status := m.producer.TxnStatus()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/examples/settlement/settle"
 	"github.com/dedupkit/dedup/security"
 )
 
@@ -250,7 +251,7 @@ func (cfg *Config) Topology(obs dedup.Observer, log *slog.Logger) *dedup.Topolog
 	h, _ := handlerByName(cfg.Handler)
 	ids := codecs.IDSource{Field: cfg.IDField, Header: cfg.IDHeader, SourceHeader: cfg.IDSourceHeader}
 	return &dedup.Topology{
-		Group: cfg.Group, Input: cfg.Input, Output: cfg.Output, DLQ: cfg.DLQ,
+		Group: cfg.Group, Input: cfg.Input, Outputs: []string{cfg.Output}, DLQ: cfg.DLQ,
 		Table:    dedup.Table{KeyType: dedup.KeyType(cfg.KeyType), Retention: cfg.Retention},
 		IDSource: ids, Handler: h,
 		HandlerRetries: cfg.HandlerRetries, RetryBackoff: cfg.RetryBackoff,
@@ -265,7 +266,7 @@ func handlerByName(name string) (dedup.Handler, error) {
 	case "forward":
 		return dedup.Forward(), nil
 	case "settlements":
-		return dedup.Settlements(), nil
+		return settle.Handler("", ""), nil
 	}
 	return nil, fmt.Errorf("%q is not forward or settlements", name)
 }

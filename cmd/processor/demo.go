@@ -104,12 +104,12 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	defer os.RemoveAll(stateDir)
 	obs := &demoObserver{}
 	topo := &dedup.Topology{
-		Group: "demo", Input: "orders", Output: "orders-deduped", DLQ: "demo-dlq",
+		Group: "demo", Input: "orders", Outputs: []string{"orders-deduped"}, DLQ: "demo-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
 		IDSource: codecs.DefaultIDSource(), Handler: h, Observer: obs, Logger: log,
 	}
 	if *handler == "settlements" {
-		topo.Output = "settlements"
+		topo.Outputs = []string{"settlements"}
 	}
 	var runner worker
 	if *guarantee == AtLeastOnce {
@@ -137,7 +137,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("worker: %w", err)
 	}
 
-	outRecs, err := kafkatest.ReadAll(ctx, brokers, topo.Output)
+	outRecs, err := kafkatest.ReadAll(ctx, brokers, topo.Outputs[0])
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "\nSKIPPED as duplicates: %d\n", obs.skipped.Load())
-	fmt.Fprintf(out, "\nOUT %s: %d records (one per distinct event)\n", topo.Output, len(outRecs))
+	fmt.Fprintf(out, "\nOUT %s: %d records (one per distinct event)\n", topo.Outputs[0], len(outRecs))
 	for _, r := range outRecs {
 		fmt.Fprintf(out, "    key=%-8s %s\n", r.Key, describe(r.Value))
 	}

@@ -71,7 +71,8 @@ func describeInput(admin sarama.ClusterAdmin, input string) (int32, error) {
 
 // GroupTopics names the topics of one dedup consumer group.
 type GroupTopics struct {
-	Input, Output, DLQ, Table, Loop string
+	Input, DLQ, Table, Loop string
+	Outputs                 []string
 }
 
 // EnsureGroupTopics checks the input and creates, when missing, the output
@@ -79,7 +80,7 @@ type GroupTopics struct {
 // (a day's retention: a looped record is read within seconds), all with the
 // input's partition count. Both runtimes call it before consuming.
 func EnsureGroupTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int16) (int32, error) {
-	parts, err := EnsureTopics(admin, t.Input, replication, t.Output, t.DLQ)
+	parts, err := EnsureTopics(admin, t.Input, replication, append([]string{t.DLQ}, t.Outputs...)...)
 	if err != nil {
 		return 0, err
 	}

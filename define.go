@@ -1,0 +1,130 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dedupkit/dedup/codecs"
+)
+
+// Option sets one part of a topology in Define.
+type Option func(*Topology)
+
+// Define builds the topology of consumer group group: the group is the
+// consumer's name, and its seen IDs (the table "<group>-table") are its
+// own, so two services reading the same events each process every event
+// once. Options not given take the defaults: the event ID from the JSON
+// field "eventId", dedup by event ID, DefaultRetention, DefaultHandlerRetries
+// with DefaultRetryBackoff, stale events processed, re-keying on, the
+// dead-letter topic "<group>-dlq" and the Forward handler. The result is
+// validated once; the error names every option that is wrong.
+//
+//	top, err := dedup.Define("settlement-service",
+//		dedup.Input("order.events"),
+//		dedup.EventID(dedup.JSONField("meta.eventId")),
+//		dedup.Output("settlements", "audit"),
+//		dedup.Handle(handler))
+func Define(group string, opts ...Option) (*Topology, error) {
+	t := &Topology{
+		Group:          group,
+		DLQ:            group + "-dlq",
+		Table:          Table{KeyType: KeyEventID, Retention: DefaultRetention},
+		IDSource:       codecs.DefaultIDSource(),
+		Handler:        Forward(),
+		HandlerRetries: DefaultHandlerRetries,
+		RetryBackoff:   DefaultRetryBackoff,
+		StaleEvents:    StaleProcess,
+		Rekey:          RekeyAlways,
+	}
+	for _, o := range opts {
+		o(t)
+	}
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("dedup.Define(%q): %w", group, err)
+	}
+	return t, nil
+}
+
+// Input is the topic the group reads its events from.
+func Input(topic string) Option { return func(t *Topology) { t.Input = topic } }
+
+// Output declares the topics the handler may write; a Message with no
+// Topic goes to the first. Repeatable.
+func Output(topics ...string) Option {
+	return func(t *Topology) { t.Outputs = append(t.Outputs, topics...) }
+}
+
+// DeadLetter names the dead-letter topic (default "<group>-dlq").
+func DeadLetter(topic string) Option { return func(t *Topology) { t.DLQ = topic } }
+
+// Retention is how long a seen ID is remembered; keep it longer than the
+// input topic's retention so that a replay of the whole topic is judged.
+func Retention(d time.Duration) Option { return func(t *Topology) { t.Table.Retention = d } }
+
+// KeyBy selects what makes two events the same: KeyEventID (default) or
+// KeyAggregateID (once per aggregate within the retention).
+func KeyBy(k KeyType) Option { return func(t *Topology) { t.Table.KeyType = k } }
+
+// StaleEvents is the policy for unseen events older than the retention.
+func StaleEvents(p StalePolicy) Option { return func(t *Topology) { t.StaleEvents = p } }
+
+// Rekey sets the re-keying policy (RekeyAlways by default).
+func Rekey(p RekeyPolicy) Option { return func(t *Topology) { t.Rekey = p } }
+
+// Retries sets how often a failing handler is retried and the first pause,
+// doubled each time. Retries(0, 0) dead-letters at the first error.
+func Retries(n int, backoff time.Duration) Option {
+	return func(t *Topology) { t.HandlerRetries, t.RetryBackoff = n, backoff }
+}
+
+// Handle sets the handler (default Forward).
+func Handle(h Handler) Option { return func(t *Topology) { t.Handler = h } }
+
+// HandleFunc sets a function as the handler.
+func HandleFunc(f func(ctx context.Context, ev *Event) ([]Message, error)) Option {
+	return Handle(HandlerFunc(f))
+}
+
+// IDSource says where the event ID of a record is found; see JSONField,
+// HeaderID, CloudEvents, RecordKey and IDFunc.
+type IDSource struct {
+	src codecs.IDSource
+	fn  func(Record) (string, error)
+}
+
+// EventID sets where the event ID is found (default JSONField("eventId")).
+func EventID(s IDSource) Option {
+	return func(t *Topology) { t.IDSource, t.IDFunc = s.src, s.fn }
+}
+
+// JSONField reads the ID from a field of the JSON body; a dotted path
+// ("meta.eventId") reads it from nested objects. The envelope's
+// "aggregateId", "type", "occurredAt" and "payload" stay top-level.
+func JSONField(path string) IDSource { return IDSource{src: codecs.IDSource{Field: path}} }
+
+// HeaderID reads the ID from a record header; the body is not parsed.
+// With unique set, the ID is unique only together with that header's value
+// (both must be present).
+func HeaderID(name, unique string) IDSource {
+	return IDSource{src: codecs.IDSource{Header: name, SourceHeader: unique}}
+}
+
+// CloudEvents reads the ID of CloudEvents in binary mode: the ce_id header,
+// unique together with ce_source; ce_subject is the aggregate ID, ce_time
+// the event time. For structured mode (the whole event as JSON), use
+// JSONField("id").
+func CloudEvents() IDSource { return IDSource{src: codecs.CloudEventsIDSource()} }
+
+// RecordKey takes the record key as the event ID; the body is not parsed.
+func RecordKey() IDSource { return IDSource{src: codecs.IDSource{Key: true}} }
+
+// IDFunc computes the ID with fn; the body is not parsed by the topology.
+// An error dead-letters the record (reason no-id).
+func IDFunc(fn func(Record) (string, error)) IDSource {
+	if fn == nil {
+		return IDSource{fn: func(Record) (string, error) { return "", errors.New("IDFunc(nil)") }}
+	}
+	return IDSource{fn: fn}
+}

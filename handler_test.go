@@ -1,0 +1,174 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lovoo/goka"
+)
+
+func TestHandlerPermanentErrorIsNotRetried(t *testing.T) {
+	calls := 0
+	h := HandlerFunc(func(context.Context, *Event) ([]Message, error) {
+		calls++
+		return nil, Permanent(errors.New("payload rejected"))
+	})
+	f := newFixture(t, h, nil)
+	f.consume("e1", `{"eventId":"e1"}`, nil)
+	if calls != 1 {
+		t.Fatalf("handler called %d times, want 1 (no retries for a permanent error)", calls)
+	}
+	hdr, _, _, ok := f.dlq.NextRawWithHeaders()
+	if !ok || string(hdr[HeaderDLQReason]) != ReasonHandlerPermanent || !strings.Contains(string(hdr[HeaderDLQError]), "payload rejected") {
+		t.Fatalf("dead letter %v (found %v), want reason %s with the error", hdr, ok, ReasonHandlerPermanent)
+	}
+	if v := f.tt.TableValue(goka.GroupTable("settlement"), "e1"); v != nil {
+		t.Fatalf("rejected event was marked seen: %+v", v)
+	}
+}
+
+func TestHandlerPanicIsDeadLetteredAndTheWorkerGoesOn(t *testing.T) {
+	h := HandlerFunc(func(ctx context.Context, ev *Event) ([]Message, error) {
+		if ev.EventID == "poison" {
+			var m map[string]int
+			m["boom"]++ // a nil map write: a real bug, not a panic("...")
+		}
+		return Forward().Handle(ctx, ev)
+	})
+	f := newFixture(t, h, nil)
+	f.consume("poison", `{"eventId":"poison"}`, nil)
+	f.consume("e2", `{"eventId":"e2"}`, nil)
+	hdr, key, _, ok := f.dlq.NextRawWithHeaders()
+	if !ok || string(hdr[HeaderDLQReason]) != ReasonHandlerPanic || key != "poison" ||
+		!strings.Contains(string(hdr[HeaderDLQError]), "assignment to entry in nil map") {
+		t.Fatalf("dead letter %v key %q (found %v), want reason %s naming the panic", hdr, key, ok, ReasonHandlerPanic)
+	}
+	if _, values := drain(f.out); len(values) != 1 || !strings.Contains(values[0], "e2") {
+		t.Fatalf("outputs after the panic: %v, want e2's", values)
+	}
+	if f.obs.handlerErrs != 1 {
+		t.Fatalf("handler errors %d, want 1: a panic is not retried", f.obs.handlerErrs)
+	}
+}
+
+func TestHandlerWritesToSeveralOutputsInOrder(t *testing.T) {
+	h := HandlerFunc(func(_ context.Context, ev *Event) ([]Message, error) {
+		return []Message{
+			{Topic: "audit", Key: "a1", Value: []byte("first")},
+			{Topic: "settlements", Key: "s1", Value: []byte("second")},
+			{Topic: "audit", Key: "a2", Value: []byte("third")},
+		}, nil
+	})
+	f := newFixture(t, h, func(tp *Topology) { tp.Outputs = []string{"settlements", "audit"} })
+	audit := f.tt.NewQueueTracker("audit")
+	f.consume("e1", `{"eventId":"e1"}`, nil)
+	if keys, values := drain(audit); strings.Join(keys, ",") != "a1,a2" || strings.Join(values, ",") != "first,third" {
+		t.Fatalf("audit got %v %v, want a1,a2 first,third", keys, values)
+	}
+	if keys, _ := drain(f.out); strings.Join(keys, ",") != "s1" {
+		t.Fatalf("settlements got %v, want s1", keys)
+	}
+}
+
+func TestHandlerOutputToAnUndeclaredTopicDeadLettersTheEvent(t *testing.T) {
+	tests := []struct {
+		name    string
+		outputs []string
+		msgs    []Message
+	}{
+		{"unknown topic", []string{"settlements"}, []Message{{Key: "ok"}, {Topic: "elsewhere", Key: "x"}}},
+		{"no topic with two outputs", []string{"settlements", "audit"}, []Message{{Key: "x"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := HandlerFunc(func(context.Context, *Event) ([]Message, error) { return tt.msgs, nil })
+			f := newFixture(t, h, func(tp *Topology) { tp.Outputs = tt.outputs })
+			f.consume("e1", `{"eventId":"e1"}`, nil)
+			if _, values := drain(f.out); len(values) != 0 {
+				t.Fatalf("%d outputs written, want none: the event's output is all or nothing", len(values))
+			}
+			hdr, _, _, ok := f.dlq.NextRawWithHeaders()
+			if !ok || string(hdr[HeaderDLQReason]) != ReasonBadOutput {
+				t.Fatalf("dead letter %v (found %v), want reason %s", hdr, ok, ReasonBadOutput)
+			}
+			if v := f.tt.TableValue(goka.GroupTable("settlement"), "e1"); v != nil {
+				t.Fatalf("event marked seen: %+v", v)
+			}
+		})
+	}
+}
+
+func TestHandlerSeesTheRecord(t *testing.T) {
+	var got *Event
+	h := HandlerFunc(func(ctx context.Context, ev *Event) ([]Message, error) {
+		got = ev
+		return nil, nil
+	})
+	f := newFixture(t, h, nil)
+	value := `{"eventId":"e1","aggregateId":"order-1","type":"OrderPaid","payload":{"n":1}}`
+	f.consume("order-1", value, goka.Headers{"trace": []byte("t1")}) // re-keyed: judged after the loop
+	if got == nil {
+		t.Fatal("handler not called")
+	}
+	tr, _ := got.Headers.Get("trace")
+	if got.Topic != "orders" || got.Key != "order-1" || string(got.Value) != value || got.EventID != "e1" ||
+		got.AggregateID != "order-1" || got.Envelope.Type != "OrderPaid" || string(tr) != "t1" ||
+		got.Timestamp.IsZero() || len(got.Headers) != 1 {
+		t.Fatalf("handler saw %+v (headers %v), want the input record's position, key, headers, value and IDs", got, got.Headers)
+	}
+}
+
+// A handler that returns because its context ended must leave nothing of
+// the event: under goka's runtime the callback fails, so goka commits no
+// offset for it.
+func TestHandlerInterruptedIsNotDeadLettered(t *testing.T) {
+	topo := &Topology{Group: "g", Input: "in", Outputs: []string{"out"}, DLQ: "dlq", HandlerRetries: 3, RetryBackoff: time.Hour,
+		Table: Table{KeyType: KeyEventID, Retention: time.Hour}, IDSource: JSONField("eventId").src}
+	tests := []struct {
+		name    string
+		handler HandlerFunc
+	}{
+		{"returns ctx.Err()", func(ctx context.Context, _ *Event) ([]Message, error) { return nil, ctx.Err() }},
+		{"fails, then the backoff is cut short", func(ctx context.Context, _ *Event) ([]Message, error) {
+			return nil, errors.New("downstream down")
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			topo.Handler = tt.handler
+			ctx, cancel := context.WithCancel(context.Background())
+			if tt.name == "returns ctx.Err()" {
+				cancel()
+			} else {
+				time.AfterFunc(10*time.Millisecond, cancel)
+			}
+			defer cancel()
+			_, reason, err := topo.handle(ctx, &Event{EventID: "e1"})
+			if !errors.Is(err, ErrInterrupted) || reason != "" {
+				t.Fatalf("handle: reason %q err %v, want ErrInterrupted and no dead-letter reason", reason, err)
+			}
+		})
+	}
+}
+
+func TestRetryBudget(t *testing.T) {
+	tests := []struct {
+		retries int
+		backoff time.Duration
+		want    time.Duration
+	}{
+		{0, time.Second, 0},
+		{1, 100 * time.Millisecond, 100 * time.Millisecond},
+		{3, 100 * time.Millisecond, 700 * time.Millisecond},
+		{10, time.Second, 1023 * time.Second},
+	}
+	for _, tt := range tests {
+		tp := &Topology{HandlerRetries: tt.retries, RetryBackoff: tt.backoff}
+		if got := tp.RetryBudget(); got != tt.want {
+			t.Errorf("%d retries from %v: budget %v, want %v", tt.retries, tt.backoff, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package dedup
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/lovoo/goka"
+)
+
+// Headers of a loop record that carry the original input record's position
+// and key through the loop topic.
+const (
+	headerLoopSrcKey     = "dedup-src-key"
+	headerLoopSrcTopic   = "dedup-src-topic"
+	headerLoopSrcPart    = "dedup-src-partition"
+	headerLoopSrcOffset  = "dedup-src-offset"
+	headerLoopSrcTimeRFC = "dedup-src-time"
+)
+
+// loopHeaders carries the original position through the loop topic so the
+// seen record, the handler and a dead letter see where the event really
+// came from.
+func loopHeaders(key string, headers Headers, pos Position) Headers {
+	h := make(Headers, 0, len(headers)+5)
+	h = append(h, headers...)
+	return append(h,
+		Header{headerLoopSrcKey, []byte(key)},
+		Header{headerLoopSrcTopic, []byte(pos.Topic)},
+		Header{headerLoopSrcPart, []byte(strconv.Itoa(int(pos.Partition)))},
+		Header{headerLoopSrcOffset, []byte(strconv.FormatInt(pos.Offset, 10))},
+		Header{headerLoopSrcTimeRFC, []byte(pos.Timestamp.UTC().Format(time.RFC3339Nano))})
+}
+
+// loopSource reads loopHeaders back: the original position, key and headers.
+func loopSource(headers Headers) (Position, string, Headers, error) {
+	var pos Position
+	get := func(k string) string { v, _ := headers.Get(k); return string(v) }
+	part, err1 := strconv.ParseInt(get(headerLoopSrcPart), 10, 32)
+	off, err2 := strconv.ParseInt(get(headerLoopSrcOffset), 10, 64)
+	ts, err3 := time.Parse(time.RFC3339Nano, get(headerLoopSrcTimeRFC))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return pos, "", headers, fmt.Errorf("loop record without its source position: %w", err)
+	}
+	pos = Position{Topic: get(headerLoopSrcTopic), Partition: int32(part), Offset: off, Timestamp: ts}
+	orig := make(Headers, 0, len(headers))
+	for _, h := range headers {
+		switch h.Key {
+		case headerLoopSrcKey, headerLoopSrcTopic, headerLoopSrcPart, headerLoopSrcOffset, headerLoopSrcTimeRFC:
+		default:
+			orig = append(orig, h)
+		}
+	}
+	return pos, get(headerLoopSrcKey), orig, nil
+}
+
+// headersOf converts goka's header map (whose order is lost already).
+func headersOf(m goka.Headers) Headers {
+	if len(m) == 0 {
+		return nil
+	}
+	h := make(Headers, 0, len(m))
+	for k, v := range m {
+		h = append(h, Header{k, v})
+	}
+	return h
+}
+
+// goka converts to goka's header map: order and repeated keys are lost
+// (the last value of a key wins).
+func (h Headers) goka() goka.Headers {
+	if len(h) == 0 {
+		return nil
+	}
+	m := make(goka.Headers, len(h))
+	for _, x := range h {
+		m[x.Key] = x.Value
+	}
+	return m
+}
