@@ -52,7 +52,14 @@ type RecordEmitter interface {
 // Process is the goka callback: ProcessRecord, with an error ending the
 // callback through ctx.Fail as goka expects.
 func (t *Topology) Process(ctx goka.Context, msg any) {
-	if err := t.ProcessRecord(ctx, msg); err != nil {
+	err := t.ProcessRecord(ctx, msg)
+	switch {
+	case errors.Is(err, ErrInterrupted):
+		// goka's Fail once its context is done (the interruption's usual
+		// cause) only notes the error and commits the message all the
+		// same; a deferred commit that fails does not commit it.
+		ctx.DeferCommit()(err)
+	case err != nil:
 		ctx.Fail(err)
 	}
 }

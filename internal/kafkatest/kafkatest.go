@@ -16,11 +16,14 @@ import (
 
 // Record is a Kafka record as the tests see it.
 type Record struct {
-	Key       string
-	Value     []byte
-	Headers   map[string][]byte
-	Partition int32
-	Offset    int64
+	Key     string
+	Value   []byte
+	Headers map[string][]byte
+	// HeaderList is the headers in order, repeated keys included: ReadAll
+	// fills it, and Produce writes it after Headers.
+	HeaderList []sarama.RecordHeader
+	Partition  int32
+	Offset     int64
 }
 
 // Config is the client configuration the helpers use.
@@ -95,6 +98,7 @@ func Produce(brokers []string, topic string, recs []Record) ([]Record, error) {
 		for k, v := range r.Headers {
 			msg.Headers = append(msg.Headers, sarama.RecordHeader{Key: []byte(k), Value: v})
 		}
+		msg.Headers = append(msg.Headers, r.HeaderList...)
 		part, off, err := p.SendMessage(msg)
 		if err != nil {
 			return nil, fmt.Errorf("produce record %d to %s: %w", i, topic, err)
@@ -223,7 +227,11 @@ func ReadAll(ctx context.Context, brokers []string, topic string) ([]Record, err
 			return nil, err
 		}
 		_, err = kafkautil.ReadCommitted(ctx, client, topic, p, start, lso, func(off int64, r *sarama.Record) error {
-			recs = append(recs, Record{Key: string(r.Key), Value: r.Value, Headers: headerMap(r.Headers), Partition: p, Offset: off})
+			list := make([]sarama.RecordHeader, len(r.Headers))
+			for i, h := range r.Headers {
+				list[i] = *h
+			}
+			recs = append(recs, Record{Key: string(r.Key), Value: r.Value, Headers: headerMap(r.Headers), HeaderList: list, Partition: p, Offset: off})
 			return nil
 		})
 		if err != nil {
