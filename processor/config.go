@@ -66,18 +66,25 @@ type Config struct {
 	secure func(*sarama.Config)
 }
 
+// Defaults of Config, shared with the worker binary's flags.
+const (
+	DefaultCommitInterval     = 100 * time.Millisecond
+	DefaultTransactionTimeout = 10 * time.Second
+	DefaultSessionTimeout     = 10 * time.Second
+)
+
 func (c *Config) setDefaults() {
 	if c.CommitInterval == 0 {
-		c.CommitInterval = 100 * time.Millisecond
+		c.CommitInterval = DefaultCommitInterval
 	}
 	if c.Threads == 0 {
 		c.Threads = 1
 	}
 	if c.TransactionTimeout == 0 {
-		c.TransactionTimeout = 10 * time.Second
+		c.TransactionTimeout = DefaultTransactionTimeout
 	}
 	if c.SessionTimeout == 0 {
-		c.SessionTimeout = 10 * time.Second
+		c.SessionTimeout = DefaultSessionTimeout
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 20000
@@ -110,6 +117,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CommitInterval < 0 || c.Threads < 0 || c.MaxBatch < 0 || c.SweepInterval < 0 || c.SweepBatch < 0 {
 		errs = append(errs, errors.New("commit interval, threads, max batch and sweep must not be negative"))
+	}
+	if err := c.ValidateInstanceID(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.TransactionTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("transaction timeout %v: at least 1s", c.TransactionTimeout))
@@ -156,3 +166,12 @@ func (NopHooks) TableSize(int32, int64)              {}
 func (NopHooks) KeyFilterBytes(int32, int)           {}
 func (NopHooks) Swept(int32, int)                    {}
 func (NopHooks) PartitionRevoked(int32)              {}
+
+// ValidateInstanceID reports an InstanceID that cannot name a transactional
+// ID and a static group member ("" is valid: the one kept in StateDir).
+func (c *Config) ValidateInstanceID() error {
+	if c.InstanceID != "" && !validInstanceID.MatchString(c.InstanceID) {
+		return fmt.Errorf("instance ID %q: want 1 to 200 of A-Z a-z 0-9 . _ - (it names transactional IDs and the static group member)", c.InstanceID)
+	}
+	return nil
+}

@@ -1,14 +1,44 @@
 package processor
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+
+	"github.com/IBM/sarama"
 )
+
+// ErrInstanceFenced is what Run returns when another live instance joined
+// the group with the same instance ID. Two instances must never share one:
+// each would fence the other's transactions and group membership in turn,
+// so the older one stops instead of taking its place back.
+var ErrInstanceFenced = errors.New("fenced: another instance joined the group with this instance ID")
+
+// validInstanceID is what an instance ID may hold: it becomes part of
+// transactional.id and group.instance.id, and a Kubernetes pod name (a
+// StatefulSet's "dedup-0") fits.
+var validInstanceID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
+
+// fencedInstance is ErrInstanceFenced for member name when err (a session's
+// end, a failed join or commit) says the coordinator fenced its static
+// membership; nil otherwise.
+func fencedInstance(err error, member, group string) error {
+	if !errors.Is(err, sarama.ErrFencedInstancedId) {
+		return nil
+	}
+	return fmt.Errorf("%w (group %s, member %s): two live instances must not share an instance ID; this one stops", ErrInstanceFenced, group, member)
+}
+
+// sessionFenced checks why a session ended.
+func sessionFenced(ctx context.Context, member, group string) error {
+	return fencedInstance(context.Cause(ctx), member, group)
+}
 
 // instanceID returns the id persisted in dir, creating it once. A restarted
 // instance keeps its transactional ids, so its first InitProducerId fences

@@ -107,6 +107,9 @@ func (m *member) run(ctx context.Context) error {
 		if m.fatal != nil {
 			return m.fatal
 		}
+		if fenced := fencedInstance(err, m.memberName, m.topo.Group); fenced != nil { // the join itself
+			return fenced
+		}
 		if errors.Is(err, sarama.ErrClosedConsumerGroup) {
 			return err
 		}
@@ -281,8 +284,14 @@ func (m *member) hand(sess sarama.ConsumerGroupSession, in []inbound) bool {
 
 // Cleanup commits what the loop holds (on revoke and shutdown), stops it
 // and closes the stores, which the next owner may open.
-func (m *member) Cleanup(sarama.ConsumerGroupSession) error {
+func (m *member) Cleanup(sess sarama.ConsumerGroupSession) error {
 	m.ready.Store(false)
+	if fenced := sessionFenced(sess.Context(), m.memberName, m.topo.Group); fenced != nil && m.fatal == nil {
+		// Set before Consume returns, so run never rejoins: a rejoin
+		// would fence the newer instance in turn.
+		m.log.Error("instance fenced by another with the same instance ID, stopping", "err", fenced)
+		m.fatal = fenced
+	}
 	if m.stop != nil {
 		close(m.stop)
 		<-m.done

@@ -156,6 +156,9 @@ func (m *member) abort(cause error) {
 		m.txn = newTxnState()
 		return
 	}
+	if fenced := fencedInstance(cause, m.memberName, m.topo.Group); fenced != nil {
+		defer func() { m.fatal = fenced }()
+	}
 	if kafkautil.Refused(cause) {
 		// A missing ACL (WRITE on an output topic, say): the member stops
 		// once the transaction is aborted; a retry would fail the same way.

@@ -12,6 +12,7 @@ import (
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/examples/settlement/settle"
+	"github.com/dedupkit/dedup/processor"
 	"github.com/dedupkit/dedup/security"
 )
 
@@ -43,6 +44,7 @@ type Config struct {
 	IDSourceHeader  string
 	Retention       time.Duration
 	StateDir        string
+	InstanceID      string
 	HTTPAddr        string
 	Guarantee       string
 	CommitInterval  time.Duration
@@ -79,6 +81,7 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.StringVar(&cfg.IDSourceHeader, "id-source-header", "", "header that makes the header ID unique (default ce_source when --id-header=ce_id)")
 	fs.DurationVar(&cfg.Retention, "retention", dedup.DefaultRetention, "how long a seen ID is remembered; keep it longer than the input topic's retention")
 	fs.StringVar(&cfg.StateDir, "state-dir", "./state", "directory for the local LevelDB tables (rebuilt from Kafka if lost)")
+	fs.StringVar(&cfg.InstanceID, "instance-id", "", "this instance's identity in transactional IDs and static group membership; stable across restarts (a StatefulSet's pod name). Empty: an ID generated once and kept in --state-dir, so a lost state dir makes a new identity. exactly-once only")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8080", "address for /metrics, /healthz and /readyz; empty disables")
 	fs.StringVar(&cfg.Guarantee, "guarantee", ExactlyOnce, "exactly-once (Kafka transactions; needs Kafka 2.8+) or at-least-once (goka's runtime)")
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a transaction (exactly-once) or the offsets (at-least-once) are committed")
@@ -90,8 +93,8 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.StringVar(&cfg.Rekey, "rekey", string(dedup.RekeyAlways), "always: loop events whose record key is not their dedup key to that key's partition; never: judge them in their own partition (only when every copy of an event has the same record key; exactly-once only)")
 	fs.BoolVar(&cfg.StrictRetention, "strict-retention", false, "refuse to start when --retention is shorter than the input topic's retention.ms")
 	fs.StringVar(&cfg.Handler, "handler", "forward", "business handler: forward (dedup bridge) or settlements (example)")
-	fs.IntVar(&cfg.HandlerRetries, "handler-retries", 3, "retries of a failing handler before the event is dead-lettered")
-	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", 100*time.Millisecond, "pause before the first handler retry, doubled each time")
+	fs.IntVar(&cfg.HandlerRetries, "handler-retries", dedup.DefaultHandlerRetries, "retries of a failing handler before the event is dead-lettered")
+	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", dedup.DefaultRetryBackoff, "pause before the first handler retry, doubled each time")
 	fs.IntVar(&cfg.Replication, "replication-factor", -1, "replication factor of topics the worker creates; -1 = broker default")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "text or json")
@@ -174,6 +177,14 @@ func (cfg *Config) Validate() error {
 	if cfg.StateDir == "" {
 		bad("state-dir", "required")
 	}
+	if cfg.InstanceID != "" {
+		if err := (&processor.Config{InstanceID: cfg.InstanceID}).ValidateInstanceID(); err != nil {
+			bad("instance-id", "%v", err)
+		}
+		if cfg.Guarantee != ExactlyOnce {
+			bad("instance-id", "exactly-once only: goka's runtime has no transactional or static identity")
+		}
+	}
 	switch cfg.Guarantee {
 	case AtLeastOnce, ExactlyOnce:
 	default:
@@ -233,6 +244,11 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.RetryBackoff < 0 {
 		bad("retry-backoff", "%v must not be negative", cfg.RetryBackoff)
+	}
+	budget := (&dedup.Topology{HandlerRetries: cfg.HandlerRetries, RetryBackoff: cfg.RetryBackoff}).RetryBudget()
+	if limit := processor.DefaultTransactionTimeout / 2; cfg.Guarantee == ExactlyOnce && budget > limit {
+		bad("handler-retries", "%d retries from a %v backoff (--retry-backoff) wait up to %v for one event; a member's transaction waits "+
+			"with it, so keep it under %v (half the transaction timeout)", cfg.HandlerRetries, cfg.RetryBackoff, budget, limit)
 	}
 	if cfg.Replication == 0 || cfg.Replication < -1 || cfg.Replication > 32767 {
 		bad("replication-factor", "%d: want -1 (broker default) or a positive number", cfg.Replication)

@@ -43,7 +43,7 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	switch cfg.Guarantee {
 	case ExactlyOnce:
 		w, err = processor.New(ctx, processor.Config{
-			Brokers: cfg.Brokers, Security: cfg.Security, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
+			Brokers: cfg.Brokers, Security: cfg.Security, StateDir: cfg.StateDir, InstanceID: cfg.InstanceID, CommitInterval: cfg.CommitInterval,
 			Threads: cfg.Threads, SessionTimeout: cfg.SessionTimeout, SweepInterval: cfg.SweepInterval, Replication: int16(cfg.Replication), Logger: log,
 			Hooks: metrics.NewRuntime(reg, m, cfg.Group),
 		}, topo)
