@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/dedupkit/dedup/security"
 )
 
@@ -55,7 +57,12 @@ type Config struct {
 	SweepBatch    int
 
 	Logger *slog.Logger
-	Hooks  Hooks // nil: NopHooks
+	// Registerer, when set, gets the worker's Prometheus metrics: the
+	// topology's outcomes (unless the topology has an Observer of its own)
+	// and the runtime's (unless Hooks is set). A *prometheus.Registry also
+	// serves them on HTTPHandler's /metrics.
+	Registerer prometheus.Registerer
+	Hooks      Hooks // nil: NopHooks, or the metrics with Registerer
 
 	// BeforeCommit, when set, runs after a transaction's records were sent
 	// and before its offsets and commit. A non-nil error makes the member

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/metrics"
 )
 
 // Processor runs a topology exactly-once with Config.Threads members.
@@ -42,6 +43,22 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Processor, err
 			"the transaction timeout %v: fewer retries (--handler-retries), a shorter backoff (--retry-backoff) "+
 			"or a longer TransactionTimeout", topo.HandlerRetries, topo.RetryBackoff, b, cfg.TransactionTimeout)
 	}
+	// The runtime's logger and metrics reach the topology through a copy:
+	// the caller's definition stays as it was.
+	run := *topo
+	if run.Logger == nil {
+		run.Logger = cfg.Logger
+	}
+	if cfg.Registerer != nil {
+		m := metrics.New(cfg.Registerer, topo.Group)
+		if _, nop := cfg.Hooks.(NopHooks); nop {
+			cfg.Hooks = metrics.NewRuntime(cfg.Registerer, m, topo.Group)
+		}
+		if run.Observer == nil {
+			run.Observer = m
+		}
+	}
+	topo = &run
 	graph := topo.Graph()
 	codecs := &codecSet{table: graph.GroupTable().Codec(), outputs: map[string]goka.Codec{}}
 	if l := graph.LoopStream(); l != nil {

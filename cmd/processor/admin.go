@@ -231,9 +231,9 @@ func runTable(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ans := seenAnswer{ID: id, OwnedPartitions: l.Owned}
+	ans := processor.SeenAnswer{ID: id, OwnedPartitions: l.Owned}
 	if l.Found {
-		if ans, err = decodedAnswer(l.Partition, l.Value); err != nil {
+		if ans, err = processor.Answer(l); err != nil {
 			return err
 		}
 		ans.ID = id

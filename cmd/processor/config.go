@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/examples/settlement/settle"
 	"github.com/dedupkit/dedup/processor"
 	"github.com/dedupkit/dedup/security"
@@ -262,19 +261,19 @@ func (cfg *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Topology builds the dedup topology the config describes.
-func (cfg *Config) Topology(obs dedup.Observer, log *slog.Logger) *dedup.Topology {
+// Topology defines the dedup topology the config describes, through the
+// library's public API (dedup.Define), as any library user would.
+func (cfg *Config) Topology() (*dedup.Topology, error) {
 	h, _ := handlerByName(cfg.Handler)
-	ids := codecs.IDSource{Field: cfg.IDField, Header: cfg.IDHeader, SourceHeader: cfg.IDSourceHeader}
-	return &dedup.Topology{
-		Group: cfg.Group, Input: cfg.Input, Outputs: []string{cfg.Output}, DLQ: cfg.DLQ,
-		Table:    dedup.Table{KeyType: dedup.KeyType(cfg.KeyType), Retention: cfg.Retention},
-		IDSource: ids, Handler: h,
-		HandlerRetries: cfg.HandlerRetries, RetryBackoff: cfg.RetryBackoff,
-		StaleEvents: dedup.StalePolicy(cfg.StaleEvents),
-		Rekey:       dedup.RekeyPolicy(cfg.Rekey),
-		Observer:    obs, Logger: log,
+	id := dedup.JSONField(cfg.IDField)
+	if cfg.IDHeader != "" {
+		id = dedup.HeaderID(cfg.IDHeader, cfg.IDSourceHeader)
 	}
+	return dedup.Define(cfg.Group,
+		dedup.Input(cfg.Input), dedup.Output(cfg.Output), dedup.DeadLetter(cfg.DLQ),
+		dedup.EventID(id), dedup.KeyBy(dedup.KeyType(cfg.KeyType)), dedup.Retention(cfg.Retention),
+		dedup.Handle(h), dedup.Retries(cfg.HandlerRetries, cfg.RetryBackoff),
+		dedup.StaleEvents(dedup.StalePolicy(cfg.StaleEvents)), dedup.Rekey(dedup.RekeyPolicy(cfg.Rekey)))
 }
 
 func handlerByName(name string) (dedup.Handler, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,26 +34,42 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	warnCleartext(cfg.Security, log)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(reg, cfg.Group)
-	topo := cfg.Topology(m, log)
+	topo, err := cfg.Topology()
+	if err != nil {
+		return err
+	}
 
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return fmt.Errorf("--state-dir: %w", err)
 	}
 	var w worker
+	var mux *http.ServeMux
 	switch cfg.Guarantee {
 	case ExactlyOnce:
-		w, err = processor.New(ctx, processor.Config{
+		var p *processor.Processor
+		p, err = processor.New(ctx, processor.Config{
 			Brokers: cfg.Brokers, Security: cfg.Security, StateDir: cfg.StateDir, InstanceID: cfg.InstanceID, CommitInterval: cfg.CommitInterval,
 			Threads: cfg.Threads, SessionTimeout: cfg.SessionTimeout, SweepInterval: cfg.SweepInterval, Replication: int16(cfg.Replication), Logger: log,
-			Hooks: metrics.NewRuntime(reg, m, cfg.Group),
+			Registerer: reg,
 		}, topo)
+		if err == nil {
+			w, mux = p, http.NewServeMux()
+			mux.Handle("/", p.HTTPHandler())
+		}
 	default:
-		w, err = atleastonce.New(ctx, atleastonce.Config{
+		m := metrics.New(reg, cfg.Group)
+		run := *topo
+		run.Observer, run.Logger = m, log
+		var r *atleastonce.Runner
+		r, err = atleastonce.New(ctx, atleastonce.Config{
 			Brokers: cfg.Brokers, Security: cfg.Security, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
 			Replication: int16(cfg.Replication), ClientID: "dedup-" + cfg.Group, Logger: log,
 			TableSize: m.TableSize, TableClosed: m.ForgetPartition,
-		}, topo)
+		}, &run)
+		if err == nil {
+			w, mux = r, metrics.Handler(reg, r.Ready)
+			mux.Handle("GET /v1/seen/{id}", seenHandler(r))
+		}
 	}
 	if err != nil {
 		return err
@@ -66,8 +83,6 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	defer cancel()
 	waitHTTP := func() error { return nil }
 	if cfg.HTTPAddr != "" {
-		mux := metrics.Handler(reg, w.Ready)
-		mux.Handle("GET /v1/seen/{id}", seenHandler(cfg, w))
 		waitHTTP, err = metrics.Serve(ctx, cfg.HTTPAddr, mux, log)
 		if err != nil {
 			return fmt.Errorf("--http-addr: %w", err)
