@@ -98,7 +98,13 @@ func (t *Topology) ProcessRecord(ctx goka.Context, msg any) error {
 		default:
 			lt, ok := loopTable(ctx, p.key)
 			if !ok {
-				loopback(ctx, p.key, raw, loopHeaders(p.recKey, p.headers, p.pos))
+				h := loopHeaders(p.recKey, p.headers, p.pos)
+				if limit := maxRecord(ctx); limit > 0 && RecordSize(p.key, raw, h) > limit {
+					t.deadLetter(ctx, p, raw, ReasonTooLarge, fmt.Errorf("the loop record to re-key it is %d bytes, more than the %d bytes a record may have",
+						RecordSize(p.key, raw, h), limit))
+					return nil
+				}
+				loopback(ctx, p.key, raw, h)
 				t.observer().Rekeyed()
 				return nil
 			}
@@ -198,8 +204,11 @@ func (t *Topology) dedup(ctx goka.Context, table tableRef, p *Prepared, raw []by
 		return err
 	}
 	if err == nil {
-		err = t.checkOutputs(outs)
-		reason = ReasonBadOutput
+		if err = t.checkOutputs(outs); err != nil {
+			reason = ReasonBadOutput
+		} else if err = checkSizes(outs, t.Outputs, maxRecord(ctx)); err != nil {
+			reason = ReasonTooLarge
+		}
 	}
 	if err != nil {
 		// Not marked: a re-drive from the dead-letter topic processes it.
@@ -307,7 +316,8 @@ func (t *Topology) deadLetter(ctx goka.Context, p *Prepared, raw []byte, reason 
 		Header{HeaderDLQTopic, []byte(pos.Topic)},
 		Header{HeaderDLQPartition, []byte(strconv.Itoa(int(pos.Partition)))},
 		Header{HeaderDLQOffset, []byte(strconv.FormatInt(pos.Offset, 10))})
-	emit(ctx, t.DLQ, key, raw, h)
+	value, h := fitDeadLetter(key, raw, h, maxRecord(ctx))
+	emit(ctx, t.DLQ, key, value, h)
 	t.observer().DeadLettered(reason)
 	t.logger().Warn("dead-lettered", "reason", reason, "topic", pos.Topic, "partition", pos.Partition, "offset", pos.Offset, "err", cause)
 }

@@ -151,6 +151,7 @@ func (r *Runner) build() (gokaProcessor, error) {
 		goka.WithNilHandling(goka.NilProcess),
 		goka.WithClientID(cfg.ClientID),
 		goka.WithLogger(slogPrinter{cfg.Logger}),
+		goka.WithContextWrapper(func(c goka.Context) goka.Context { return limitedContext{c, sc.Producer.MaxMessageBytes} }),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("build goka processor: %w", err)
@@ -311,3 +312,15 @@ func (p slogPrinter) Println(args ...any) { p.l.Info(fmt.Sprint(args...), "compo
 func (p slogPrinter) Printf(format string, args ...any) {
 	p.l.Info(fmt.Sprintf(format, args...), "component", "goka")
 }
+
+// limitedContext tells the topology the largest record goka's producer
+// sends (dedup.RecordLimiter): a larger one would fail its emit, stop the
+// processor and fail again after every restart.
+type limitedContext struct {
+	gokaContext // embedded under another name: goka.Context has a method Context
+	max         int
+}
+
+type gokaContext = goka.Context
+
+func (c limitedContext) MaxRecordBytes() int { return c.max }

@@ -71,6 +71,8 @@ type Config struct {
 
 	// secure sets Security on each client config (loaded once by New).
 	secure func(*sarama.Config)
+	// maxRecord is the producer's largest record (recordLimit).
+	maxRecord int
 }
 
 // Defaults of Config, shared with the worker binary's flags.

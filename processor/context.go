@@ -50,6 +50,10 @@ func (c *txnContext) Context() context.Context { return c.ctx }
 // ordered ones from Prepared.
 func (c *txnContext) Headers() goka.Headers { return goka.HeadersFromSarama(c.msg.Headers) }
 
+// MaxRecordBytes is the largest record the member's producer sends
+// (dedup.RecordLimiter).
+func (c *txnContext) MaxRecordBytes() int { return c.m.cfg.maxRecord }
+
 // Prepared is the topology's Prepare of the message (dedup.PreparedContext).
 func (c *txnContext) Prepared() *dedup.Prepared { return c.prep }
 
@@ -171,5 +175,6 @@ func optionHeaders(options []goka.ContextOption) (goka.Headers, error) {
 var (
 	_ dedup.LoopContext     = (*txnContext)(nil)
 	_ dedup.RecordEmitter   = (*txnContext)(nil)
+	_ dedup.RecordLimiter   = (*txnContext)(nil)
 	_ dedup.PreparedContext = (*txnContext)(nil)
 )

@@ -84,6 +84,9 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Processor, err
 	if err != nil {
 		return nil, err
 	}
+	if cfg.maxRecord, err = recordLimit(ctx, &cfg, topo); err != nil {
+		return nil, err
+	}
 	p := &Processor{cfg: cfg, topo: topo, partitions: partitions}
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
@@ -122,6 +125,42 @@ func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int3
 			return kafkautil.CheckGroup(admin, topo.Group)
 		})
 	return parts, err
+}
+
+// defaultMaxRecord is sarama's Producer.MaxMessageBytes, the limit when
+// no topic has a smaller max.message.bytes.
+const defaultMaxRecord = 1_000_000
+
+// recordLimit is the largest record the member's producer sends: sarama's
+// default, or less when a topic the topology writes takes smaller batches.
+// sarama builds batches up to its Producer.MaxMessageBytes for every topic
+// alike, and a batch a topic refuses aborts every transaction that holds it,
+// so the limit must fit the smallest topic. The topology dead-letters an
+// event whose records would not fit (dedup.RecordLimiter).
+func recordLimit(ctx context.Context, cfg *Config, topo *dedup.Topology) (int, error) {
+	sc := baseConfig(cfg, "dedup-admin")
+	sc.Metadata.Retry.Max = 3
+	limit := defaultMaxRecord
+	topics := append([]string{topo.DLQ, topo.TableTopic(), topo.LoopTopic()}, topo.Outputs...)
+	err := kafkautil.WithAdmin(ctx, cfg.Logger, "read max.message.bytes", cfg.Brokers, sc,
+		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
+			smallest, skipped, err := kafkautil.MaxMessageBytes(admin, topics...)
+			if err != nil {
+				return err
+			}
+			if len(skipped) > 0 {
+				cfg.Logger.Warn("no DescribeConfigs on these topics: records larger than their max.message.bytes would abort "+
+					"every transaction that holds them; grant DescribeConfigs so they are dead-lettered instead", "topics", skipped)
+			}
+			if smallest > 0 && smallest-kafkautil.BatchOverhead < limit {
+				limit = smallest - kafkautil.BatchOverhead
+			}
+			return nil
+		})
+	if err == nil && limit < 1024 {
+		err = fmt.Errorf("max.message.bytes %d of a topic the worker writes leaves no room for a record", limit+kafkautil.BatchOverhead)
+	}
+	return limit, err
 }
 
 // HashPartition is the table partition of key when it was re-keyed through
@@ -267,6 +306,9 @@ func producerConfig(cfg *Config, name string) *sarama.Config {
 	c.Producer.Return.Successes = true
 	c.Producer.Return.Errors = true
 	c.Producer.Partitioner = newPartitioner
+	if cfg.maxRecord > 0 {
+		c.Producer.MaxMessageBytes = cfg.maxRecord
+	}
 	c.Producer.Flush.Messages = 1000
 	c.Producer.Flush.Frequency = 5 * time.Millisecond
 	c.Net.MaxOpenRequests = 1
