@@ -95,6 +95,14 @@ func (t *Topology) ProcessRecord(ctx goka.Context, msg any) error {
 			if table.keyed == nil {
 				return errors.New("rekey=never needs a runtime that reads the table by key (the exactly-once runtime)")
 			}
+			if ctx.Key() == "" {
+				// Copies of one event are judged together only when they
+				// share a record key; a keyless record lands on any
+				// partition, so judging it there could let a duplicate by.
+				t.deadLetter(ctx, p, raw, ReasonNoRecordKey, errors.New("record has no key, and with rekey=never an event is "+
+					"judged in its record key's partition: key the records (by aggregate or event ID) or use rekey=always"))
+				return nil
+			}
 		default:
 			lt, ok := loopTable(ctx, p.key)
 			if !ok {

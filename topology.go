@@ -32,6 +32,7 @@ const (
 	ReasonTooOld           = "too-old"
 	ReasonNoAggregateID    = "no-aggregate-id"
 	ReasonBadLoopRecord    = "bad-loop-record"
+	ReasonNoRecordKey      = "no-record-key"
 )
 
 // StalePolicy is the Topology's choice for events older than the retention.

@@ -305,3 +305,33 @@ func TestExactlyOnceWithoutRekey(t *testing.T) {
 		t.Fatalf("after restore: processed %d, skipped %d; want 0 and 200", processed, skipped)
 	}
 }
+
+// TestRekeyNeverDeadLettersKeylessRecords: under rekey=never an event is
+// judged in its record key's partition, so two keyless copies of one event,
+// which land on any partition, could both pass. They are dead-lettered with
+// a named reason instead, and keyed events go on.
+func TestRekeyNeverDeadLettersKeylessRecords(t *testing.T) {
+	e := newEnv(t, 4)
+	group := e.group("eos-nokey")
+	topo := e.topology(group, &counter{})
+	topo.Rekey = dedup.RekeyNever
+	e.startEOS(topo, processor.Config{StateDir: t.TempDir()})
+	keyed := events("k", 20)
+	var keyless []kafkatest.Record
+	for i := range 5 {
+		r := event(fmt.Sprintf("nokey-%d", i), "")
+		keyless = append(keyless, r, r) // two copies each
+	}
+	e.produce(append(keyed, keyless...)...)
+	e.waitProcessed(group)
+	e.exactlyOnce(keyed)
+	dlq := e.read(group + "-dlq")
+	if len(dlq) != len(keyless) {
+		t.Fatalf("%d dead letters, want the %d keyless records", len(dlq), len(keyless))
+	}
+	for _, r := range dlq {
+		if got := string(r.Headers[dedup.HeaderDLQReason]); got != dedup.ReasonNoRecordKey {
+			t.Fatalf("dead letter reason %q, want %s", got, dedup.ReasonNoRecordKey)
+		}
+	}
+}
