@@ -128,7 +128,7 @@ func (e *env) topology(group string, obs dedup.Observer) *dedup.Topology {
 	}
 }
 
-// worker is a running at-least-once runner.
+// worker is a running best-effort runner (goka's runtime, package atleastonce).
 type worker struct {
 	cancel context.CancelFunc
 	done   chan error
