@@ -29,7 +29,7 @@ func checkGuarantee(g string) error {
 	case renamedAtLeastOnce:
 		return fmt.Errorf("%q was renamed %q: goka's runtime can lose events on a crash or kill "+
 			"(it marks an event seen before its output is acknowledged), so it is not at-least-once; "+
-			"set %s to keep that runtime, or %s for a guarantee", g, BestEffort, BestEffort, ExactlyOnce)
+			"set --guarantee=%s to keep that runtime, or --guarantee=%s for a guarantee", g, BestEffort, BestEffort, ExactlyOnce)
 	}
 	return fmt.Errorf("%q is not %s or %s", g, ExactlyOnce, BestEffort)
 }
