@@ -82,7 +82,7 @@ kafka-down:
 # broker of `make test`), produces 500k events with 20% duplicates and 5k malformed
 # records while it SIGKILLs workers 30 times, scales them, kills two brokers, makes a
 # zombie, cuts a worker off the brokers twice and wipes a state dir; exactly-once is
-# asserted, at-least-once reported.
+# asserted, best-effort (goka's runtime) reported.
 # Logs of every worker incarnation in .chaos/run-*. Extra flags: CHAOSFLAGS=...
 CHAOSFLAGS ?=
 .PHONY: chaos chaos-short

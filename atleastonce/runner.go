@@ -1,10 +1,15 @@
 // Package atleastonce runs a dedup topology on goka.NewProcessor: goka's own
-// at-least-once runtime with LevelDB storage. It is the comparison baseline
-// for the exactly-once runtime and a fallback for brokers without
-// transactions. Its windows (an output lost after the changelog was acked, a
-// phantom "seen" after a local write whose changelog write failed, duplicates
-// after a crash between output and offset commit) are documented in the
-// README; use it knowing them.
+// runtime with LevelDB storage, the worker's --guarantee=best-effort. Despite
+// the package's name it is not at-least-once: goka marks an event seen
+// (LevelDB and changelog) in the callback while the output is emitted
+// asynchronously, so a crash or kill after the mark is durable and before the
+// output is acknowledged loses the output (the event, consumed again, is
+// judged a duplicate); a crash between output and offset commit outputs it
+// twice; a local write whose changelog write failed leaves a phantom "seen".
+// A crash or kill can therefore lose or duplicate events
+// (TestBestEffortUnderSIGKILLFigures and `make chaos` measure how many). It is
+// the comparison baseline for the exactly-once runtime and a fallback for
+// brokers without transactions; use it knowing that.
 package atleastonce
 
 import (
@@ -80,7 +85,7 @@ type gokaProcessor interface {
 	Recovered() bool
 }
 
-// SaramaConfig is the client configuration of the at-least-once mode.
+// SaramaConfig is the client configuration of the best-effort mode.
 func SaramaConfig(cfg Config) (*sarama.Config, error) {
 	sc := goka.DefaultConfig()
 	if err := cfg.Security.Apply(sc); err != nil {
@@ -178,7 +183,7 @@ const (
 // failed on a table store that LevelDB finds damaged (failedOnDamage): the
 // new processor's storage builder replaces that store. Other errors end Run.
 func (r *Runner) Run(ctx context.Context) error {
-	r.cfg.Logger.Info("at-least-once processor starting", "group", r.topo.Group, "input", r.topo.Input,
+	r.cfg.Logger.Info("best-effort processor starting", "group", r.topo.Group, "input", r.topo.Input,
 		"table", r.topo.TableTopic(), "stateDir", r.cfg.StateDir)
 	backoff := r.firstBackoff
 	for {
@@ -193,13 +198,13 @@ func (r *Runner) Run(ctx context.Context) error {
 			// lost: offsets not committed are consumed again on the next
 			// start and the table skips what was processed. A stop that
 			// exits 1 for this would make a supervisor report a crash.
-			r.cfg.Logger.Warn("at-least-once processor stopped; leaving the consumer group failed", "err", err)
+			r.cfg.Logger.Warn("best-effort processor stopped; leaving the consumer group failed", "err", err)
 			return nil
 		case ctx.Err() != nil && startInterrupted(err):
 			// Asked to stop while goka was still starting: its wait for
 			// the tables ends with an error of its own, not ctx's.
 			// Nothing was processed yet.
-			r.cfg.Logger.Info("at-least-once processor stopped while starting", "err", err)
+			r.cfg.Logger.Info("best-effort processor stopped while starting", "err", err)
 			return nil
 		case ctx.Err() != nil || !(kafkautil.Transient(err) || r.failedOnDamage(err)):
 			return fmt.Errorf("goka processor: %w", err)

@@ -1,5 +1,5 @@
 // Package bench is the benchmark of issue 5: this worker's exactly-once and
-// at-least-once runtimes next to a raw pipe, the Redis SET NX pattern and a
+// best-effort (goka) runtimes next to a raw pipe, the Redis SET NX pattern and a
 // PostgreSQL processed_messages table, on one broker in one run.
 //
 // The harness is in bench/harness, the contenders in bench/contenders, the

@@ -1,7 +1,7 @@
 // Package codecs holds the wire formats of the dedup processor: the event
 // envelope read from the input topic and the seen record stored in the dedup
 // table. Both are goka codecs so the same graph runs under goka's
-// at-least-once processor and under the exactly-once runtime.
+// best-effort processor and under the exactly-once runtime.
 package codecs
 
 import (

@@ -154,8 +154,8 @@ func TestWorkerMissingAnACLStopsWithTheRefusal(t *testing.T) {
 		{"exactly-once, no WRITE on the output", sarama.AclResourceTopic, output, sarama.AclOperationWrite, true, sarama.ErrTopicAuthorizationFailed},
 		{"exactly-once, no READ on the group", sarama.AclResourceGroup, "", sarama.AclOperationRead, true, sarama.ErrGroupAuthorizationFailed},
 		{"exactly-once, no WRITE on the transactional IDs", sarama.AclResourceTransactionalID, txnIDs, sarama.AclOperationWrite, true, sarama.ErrTransactionalIDAuthorizationFailed},
-		{"at-least-once, no READ on the input", sarama.AclResourceTopic, input, sarama.AclOperationRead, false, sarama.ErrTopicAuthorizationFailed},
-		{"at-least-once, no READ on the group", sarama.AclResourceGroup, "", sarama.AclOperationRead, false, sarama.ErrGroupAuthorizationFailed},
+		{"best-effort, no READ on the input", sarama.AclResourceTopic, input, sarama.AclOperationRead, false, sarama.ErrTopicAuthorizationFailed},
+		{"best-effort, no READ on the group", sarama.AclResourceGroup, "", sarama.AclOperationRead, false, sarama.ErrGroupAuthorizationFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 3)

@@ -122,6 +122,8 @@ func TestWorkerBinaryRejectsBadFlags(t *testing.T) {
 		{[]string{"run", "--brokers", "h:1", "--group", "g", "--input", "i", "--output", "o", "--key-type", "offset"}, `--key-type: "offset" is not`},
 		{[]string{"run", "--brokers", "h:1", "--group", "g", "--input", "i", "--output", "i"}, "--input:"},
 		{[]string{"run", "--brokers", "h:1", "--group", "g", "--input", "i", "--output", "o", "--retention", "-1h"}, "--retention:"},
+		{[]string{"run", "--brokers", "h:1", "--group", "g", "--input", "i", "--output", "o", "--guarantee", "at-least-once"},
+			`--guarantee: "at-least-once" was renamed "best-effort": goka's runtime can lose events on a crash or kill`},
 	}
 	for _, tt := range tests {
 		out, err := exec.Command(bin, tt.args...).CombinedOutput()
@@ -174,4 +176,32 @@ func get(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %s %s", url, resp.Status, body)
 	}
 	return string(body)
+}
+
+// A started worker says in its log what its mode guarantees, before it
+// serves: exactly-once what the transaction covers and what it does not,
+// best-effort that it can lose or duplicate events.
+func TestWorkerBinaryStatesItsGuarantee(t *testing.T) {
+	e := newEnv(t, 3)
+	bin := buildProcessor(t)
+	tests := []struct {
+		guarantee string
+		want      string
+	}{
+		{"exactly-once", `level=INFO msg="delivery guarantee" guarantee=exactly-once means="exactly-once: an event's Kafka outputs ` +
+			`and dead letters, its seen mark and its input offset commit together in one Kafka transaction (consumers must read ` +
+			`read_committed); side effects outside Kafka (HTTP calls, databases) are not covered and can repeat"`},
+		{"best-effort", `level=WARN msg="delivery guarantee" guarantee=best-effort means="best-effort (goka's runtime): ` +
+			`a crash or kill can lose or duplicate events; use exactly-once for a guarantee"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.guarantee, func(t *testing.T) {
+			p := startProc(t, bin, workerArgs(e, e.group("states-"+tt.guarantee), t.TempDir(), "--guarantee", tt.guarantee)...)
+			// Logged before the HTTP server, which startProc waited for.
+			if logs := p.logs.String(); !strings.Contains(logs, tt.want) {
+				t.Errorf("the worker's log lacks\n%s\n%s", tt.want, logs)
+			}
+			p.term()
+		})
+	}
 }

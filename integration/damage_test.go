@@ -53,7 +53,7 @@ func TestDamagedStoreIsRestoredFromChangelog(t *testing.T) {
 		{"exactly-once", func(e *env, topo *dedup.Topology, state string) *worker {
 			return e.startEOS(topo, processor.Config{StateDir: state})
 		}},
-		{"at-least-once", func(e *env, topo *dedup.Topology, state string) *worker { return e.start(topo, state) }},
+		{"best-effort", func(e *env, topo *dedup.Topology, state string) *worker { return e.start(topo, state) }},
 	} {
 		t.Run(rt.name, func(t *testing.T) {
 			const partitions = 3

@@ -64,7 +64,7 @@ func fill(t *testing.T, dir string) string {
 // the failed write are still known, re-published ones are skipped, and
 // nothing is lost or doubled. Started while the disk is still full, it stops
 // again. goka's runtime stops too (its callback's table write fails) and
-// starts again; at-least-once, its figures are logged, not asserted, beyond
+// starts again; best-effort, its figures are logged, not asserted, beyond
 // every new event being output.
 func TestFullDiskStopsTheWorker(t *testing.T) {
 	for _, rt := range []struct {
@@ -75,7 +75,7 @@ func TestFullDiskStopsTheWorker(t *testing.T) {
 		{"exactly-once", true, func(e *env, topo *dedup.Topology, state string) *worker {
 			return e.startEOS(topo, processor.Config{StateDir: state})
 		}},
-		{"at-least-once", false, func(e *env, topo *dedup.Topology, state string) *worker { return e.start(topo, state) }},
+		{"best-effort", false, func(e *env, topo *dedup.Topology, state string) *worker { return e.start(topo, state) }},
 	} {
 		t.Run(rt.name, func(t *testing.T) {
 			state := tmpfs(t, 16<<20)
@@ -121,7 +121,7 @@ func TestFullDiskStopsTheWorker(t *testing.T) {
 						doubled++
 					}
 				}
-				t.Logf("at-least-once after a full disk: %d of %d events missing, %d output more than once",
+				t.Logf("best-effort after a full disk: %d of %d events missing, %d output more than once",
 					missing, len(all), doubled)
 				return
 			}

@@ -128,7 +128,7 @@ func (e *env) topology(group string, obs dedup.Observer) *dedup.Topology {
 	}
 }
 
-// worker is a running at-least-once runner.
+// worker is a running best-effort runner (goka's runtime, package atleastonce).
 type worker struct {
 	ready  func() bool // every member of the worker has its partitions (exactly-once)
 	cancel context.CancelFunc

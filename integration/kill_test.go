@@ -65,10 +65,15 @@ func TestExactlyOnceUnderSIGKILL(t *testing.T) {
 	}
 }
 
-// The same scenario at least once: figures are reported, not asserted, so
-// the README can say what exactly-once buys.
-func TestAtLeastOnceUnderSIGKILLFigures(t *testing.T) {
-	r := killScenario(t, "at-least-once", 6)
-	t.Logf("at-least-once: %d kills, %d distinct events, %d outputs, %d missing, %d duplicated",
+// The same scenario under best-effort (goka's runtime): how many events it
+// loses or doubles is reported, not asserted, so the README can say what
+// exactly-once buys. It loses events (goka marks an event seen before its
+// output is acknowledged), which is why the mode is not called at-least-once.
+func TestBestEffortUnderSIGKILLFigures(t *testing.T) {
+	r := killScenario(t, "best-effort", 6)
+	t.Logf("best-effort: %d kills, %d distinct events, %d outputs, %d missing, %d duplicated",
 		r.kills, r.distinct, r.outputs, r.missing, r.duplicated)
+	if r.outputs == 0 {
+		t.Fatalf("best-effort output none of %d events: the runtime did not run, the figures mean nothing", r.distinct)
+	}
 }

@@ -120,7 +120,7 @@ func TestWorkerOnATLSAndSASLListener(t *testing.T) {
 	}{
 		{"exactly-once, PLAIN", security.Plain, true},
 		{"exactly-once, SCRAM-SHA-512", security.SCRAMSHA512, true},
-		{"at-least-once, SCRAM-SHA-256", security.SCRAMSHA256, false},
+		{"best-effort, SCRAM-SHA-256", security.SCRAMSHA256, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 3)
@@ -189,7 +189,7 @@ func TestWorkerRefusedByASecuredListenerFailsAtOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 1)
 			group := e.group("refused")
-			for _, runtime := range []string{"exactly-once", "at-least-once"} {
+			for _, runtime := range []string{"exactly-once", "best-effort"} {
 				logs := &syncBuffer{}
 				topo := e.topology(group, &counter{})
 				topo.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))

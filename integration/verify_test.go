@@ -262,9 +262,9 @@ func TestVerifyBinary(t *testing.T) {
 	}
 }
 
-// TestVerifyAtLeastOnceWorker checks a real worker's output: keyed by
+// TestVerifyBestEffortWorker checks a real worker's output: keyed by
 // aggregate, so events go through the loop topic; one record is malformed.
-func TestVerifyAtLeastOnceWorker(t *testing.T) {
+func TestVerifyBestEffortWorker(t *testing.T) {
 	e := newEnv(t, 3)
 	group := e.group("verify")
 	e.start(e.topology(group, &counter{}), t.TempDir())

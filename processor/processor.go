@@ -170,7 +170,7 @@ func (p *Processor) HashPartition(key string) int32 { return hashPartition(key, 
 
 // hashPartition is sarama's hash partitioner (FNV-1a, its sign dropped the
 // way sarama drops it) without its allocations: it runs for every re-keyed
-// event. It must agree with sarama's, which goka's at-least-once processor
+// event. It must agree with sarama's, which goka's (best-effort) processor
 // loops records with: a group run in either mode finds its keys where the
 // other put them.
 func hashPartition(key string, partitions int32) int32 {

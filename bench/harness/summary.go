@@ -192,7 +192,7 @@ func (r *Report) ratios(sums []Summary, eos *Summary, suffix string) []Target {
 	}
 	return []Target{
 		ratio("raw-pipe", "exactly-once >= 70% of raw pipe", 0.7),
-		ratio("at-least-once-goka", "exactly-once >= goka at-least-once", 1),
+		ratio("at-least-once-goka", "exactly-once >= goka best-effort", 1),
 		ratio("redis-setnx", "exactly-once >= 5x Redis SET NX", 5),
 		ratio("postgres-processed", "exactly-once >= 20x PostgreSQL", 20),
 	}

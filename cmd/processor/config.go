@@ -21,12 +21,6 @@ const defaultSessionTimeout = 10 * time.Second
 // defaultSweepInterval is the exactly-once sweeper's; goka's runtime has none.
 const defaultSweepInterval = time.Minute
 
-// Guarantee names a delivery guarantee of the worker.
-const (
-	AtLeastOnce = "at-least-once"
-	ExactlyOnce = "exactly-once"
-)
-
 // Config is everything `processor run` takes. Every field has a flag and an
 // environment variable PROCESSOR_<FLAG> (upper case, dashes as underscores);
 // a flag on the command line wins over the environment.
@@ -82,10 +76,10 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.StringVar(&cfg.StateDir, "state-dir", "./state", "directory for the local LevelDB tables (rebuilt from Kafka if lost)")
 	fs.StringVar(&cfg.InstanceID, "instance-id", "", "this instance's identity in transactional IDs and static group membership; stable across restarts (a StatefulSet's pod name). Empty: an ID generated once and kept in --state-dir, so a lost state dir makes a new identity. exactly-once only")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8080", "address for /metrics, /healthz and /readyz; empty disables")
-	fs.StringVar(&cfg.Guarantee, "guarantee", ExactlyOnce, "exactly-once (Kafka transactions; needs Kafka 2.8+) or at-least-once (goka's runtime)")
-	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a transaction (exactly-once) or the offsets (at-least-once) are committed")
+	fs.StringVar(&cfg.Guarantee, "guarantee", ExactlyOnce, "exactly-once (Kafka outputs, seen marks and offsets commit in one transaction; needs Kafka 2.8+) or best-effort (goka's runtime: a crash or kill can lose or duplicate events)")
+	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a transaction (exactly-once) or the offsets (best-effort) are committed")
 	fs.IntVar(&cfg.Threads, "threads", 1, "consumer-group members (stream threads) in this process, a transactional producer each; exactly-once only. With --rekey=always, events whose dedup partition another member owns go through the loop topic, so more members loop more events")
-	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", defaultSessionTimeout, "group session timeout: how long a silent instance keeps its partitions (exactly-once; at-least-once keeps goka's 10s)")
+	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", defaultSessionTimeout, "group session timeout: how long a silent instance keeps its partitions (exactly-once; best-effort keeps goka's 10s)")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", defaultSweepInterval, "how often the sweeper scans a sixtieth of each partition's table and deletes the expired records it finds, in bounded batches (exactly-once)")
 	fs.Float64Var(&cfg.MemLimitRatio, "memory-limit-ratio", 0.9, "soft memory limit for the Go runtime as a share of the container's (cgroup) memory limit, so the GC works harder before the kernel kills; 0 disables; GOMEMLIMIT wins when set")
 	fs.StringVar(&cfg.StaleEvents, "stale-events", string(dedup.StaleProcess), "unseen events older than --retention: process, skip or dead-letter")
@@ -184,10 +178,8 @@ func (cfg *Config) Validate() error {
 			bad("instance-id", "exactly-once only: goka's runtime has no transactional or static identity")
 		}
 	}
-	switch cfg.Guarantee {
-	case AtLeastOnce, ExactlyOnce:
-	default:
-		bad("guarantee", "%q is not at-least-once or exactly-once", cfg.Guarantee)
+	if err := checkGuarantee(cfg.Guarantee); err != nil {
+		bad("guarantee", "%v", err)
 	}
 	if cfg.CommitInterval <= 0 {
 		bad("commit-interval", "%v must be positive, e.g. 100ms", cfg.CommitInterval)
@@ -195,24 +187,24 @@ func (cfg *Config) Validate() error {
 	if cfg.Threads < 1 || cfg.Threads > 64 {
 		bad("threads", "%d: want 1 to 64", cfg.Threads)
 	}
-	if cfg.Threads > 1 && cfg.Guarantee == AtLeastOnce {
+	if cfg.Threads > 1 && cfg.Guarantee == BestEffort {
 		bad("threads", "only exactly-once runs several members per process; run more processes instead")
 	}
 	if cfg.SessionTimeout < time.Second {
 		bad("session-timeout", "%v: at least 1s (and within the broker's group.min/max.session.timeout.ms)", cfg.SessionTimeout)
 	}
-	if cfg.SessionTimeout != defaultSessionTimeout && cfg.Guarantee == AtLeastOnce {
+	if cfg.SessionTimeout != defaultSessionTimeout && cfg.Guarantee == BestEffort {
 		// Applied to goka's group, 3 s made its members drop each other:
 		// a goka member takes longer than that to leave a session in a
 		// rebalance, is removed, and its rejoin starts the next rebalance.
-		bad("session-timeout", "%v: exactly-once only; goka's at-least-once runtime keeps %v (shorter, its "+
+		bad("session-timeout", "%v: exactly-once only; goka's best-effort runtime keeps %v (shorter, its "+
 			"members dropped each other in endless rebalances: docs/reliability.md)", cfg.SessionTimeout, defaultSessionTimeout)
 	}
 	if cfg.SweepInterval <= 0 {
 		bad("sweep-interval", "%v must be positive", cfg.SweepInterval)
 	}
-	if cfg.SweepInterval != defaultSweepInterval && cfg.Guarantee == AtLeastOnce {
-		bad("sweep-interval", "%v: exactly-once only; goka's at-least-once runtime has no sweeper (an expired record is "+
+	if cfg.SweepInterval != defaultSweepInterval && cfg.Guarantee == BestEffort {
+		bad("sweep-interval", "%v: exactly-once only; goka's best-effort runtime has no sweeper (an expired record is "+
 			"judged absent there, not deleted)", cfg.SweepInterval)
 	}
 	if err := cfg.Security.Validate(); err != nil {
@@ -229,7 +221,7 @@ func (cfg *Config) Validate() error {
 	switch dedup.RekeyPolicy(cfg.Rekey) {
 	case dedup.RekeyAlways:
 	case dedup.RekeyNever:
-		if cfg.Guarantee == AtLeastOnce {
+		if cfg.Guarantee == BestEffort {
 			bad("rekey", "never needs --guarantee=exactly-once: goka's context reads the table only under the record key")
 		}
 	default:

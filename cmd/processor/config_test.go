@@ -51,13 +51,13 @@ func TestParseConfigNamesTheBadFlag(t *testing.T) {
 		{"zero retention", append(required, "--retention", "0s"), nil, "--retention:"},
 		{"unknown guarantee", append(required, "--guarantee", "maybe"), nil, "--guarantee:"},
 		{"zero threads", append(required, "--threads", "0"), nil, "--threads:"},
-		{"threads with at-least-once", append(required, "--threads", "2", "--guarantee", "at-least-once"), nil, "--threads: only exactly-once"},
-		{"session timeout with at-least-once", append(required, "--session-timeout", "3s", "--guarantee", "at-least-once"), nil, "--session-timeout: 3s: exactly-once only"},
+		{"threads with best-effort", append(required, "--threads", "2", "--guarantee", "best-effort"), nil, "--threads: only exactly-once"},
+		{"session timeout with best-effort", append(required, "--session-timeout", "3s", "--guarantee", "best-effort"), nil, "--session-timeout: 3s: exactly-once only"},
 		{"zero commit interval", append(required, "--commit-interval", "0s"), nil, "--commit-interval:"},
 		{"unknown handler", append(required, "--handler", "nope"), nil, "--handler:"},
 		{"bad instance id", append(required, "--instance-id", "pod/0"), nil, `--instance-id: instance ID "pod/0"`},
 		{"bad instance id from env", required, map[string]string{"PROCESSOR_INSTANCE_ID": "a b"}, `--instance-id: instance ID "a b"`},
-		{"instance id with at-least-once", append(required, "--instance-id", "dedup-0", "--guarantee", "at-least-once"), nil, "--instance-id: exactly-once only"},
+		{"instance id with best-effort", append(required, "--instance-id", "dedup-0", "--guarantee", "best-effort"), nil, "--instance-id: exactly-once only"},
 		{"retries past the transaction timeout", append(required, "--handler-retries", "10", "--retry-backoff", "1s"), nil, "--handler-retries: 10 retries from a 1s backoff"},
 		{"output is input", []string{"--brokers", "a:1", "--group", "g", "--input", "x", "--output", "x"}, nil, "--input:"},
 		{"output is table", []string{"--brokers", "a:1", "--group", "g", "--input", "x", "--output", "g-table"}, nil, "--output:"},
@@ -65,9 +65,9 @@ func TestParseConfigNamesTheBadFlag(t *testing.T) {
 		{"bad env duration", required, map[string]string{"PROCESSOR_RETENTION": "forever"}, "PROCESSOR_RETENTION (for --retention)"},
 		{"bad stale policy", append(required, "--stale-events", "drop"), nil, "--stale-events:"},
 		{"bad rekey policy", append(required, "--rekey", "sometimes"), nil, "--rekey:"},
-		{"rekey never at least once", append(required, "--rekey", "never", "--guarantee", "at-least-once"), nil, "--rekey: never needs --guarantee=exactly-once"},
+		{"rekey never best-effort", append(required, "--rekey", "never", "--guarantee", "best-effort"), nil, "--rekey: never needs --guarantee=exactly-once"},
 		{"zero sweep interval", append(required, "--sweep-interval", "0s"), nil, "--sweep-interval:"},
-		{"sweep interval with at-least-once", append(required, "--sweep-interval", "5m", "--guarantee", "at-least-once"), nil, "--sweep-interval: 5m0s: exactly-once only"},
+		{"sweep interval with best-effort", append(required, "--sweep-interval", "5m", "--guarantee", "best-effort"), nil, "--sweep-interval: 5m0s: exactly-once only"},
 		{"TLS file without --tls", append(required, "--tls-ca-file", "/etc/ssl/ca.pem"), nil, "--tls-ca-file: set without --tls"},
 		{"missing CA file", append(required, "--tls", "--tls-ca-file", "/nonexistent/ca.pem"), nil, "--tls-ca-file: open /nonexistent/ca.pem"},
 		{"client certificate without key", append(required, "--tls", "--tls-cert-file", "/etc/c.pem"), nil, "--tls-key-file: required with --tls-cert-file"},
@@ -103,14 +103,51 @@ func TestParseConfigSASLFromTheEnvironment(t *testing.T) {
 	}
 }
 
-// At-least-once accepts the session timeout goka runs with, however given.
-func TestParseConfigAtLeastOnceTakesTheDefaultSessionTimeout(t *testing.T) {
+// Best-effort accepts the session timeout goka runs with, however given.
+func TestParseConfigBestEffortTakesTheDefaultSessionTimeout(t *testing.T) {
 	for _, args := range [][]string{
-		append(required, "--guarantee", "at-least-once"),
-		append(required, "--guarantee", "at-least-once", "--session-timeout", "10s"),
+		append(required, "--guarantee", "best-effort"),
+		append(required, "--guarantee", "best-effort", "--session-timeout", "10s"),
 	} {
 		if _, err := parseConfig("t", args, envMap(nil)); err != nil {
 			t.Errorf("%v: %v", args, err)
 		}
+	}
+}
+
+// --guarantee takes the two names of what the runtimes give. The former name
+// of best-effort is refused, from the flag or the environment, with the
+// reason, so an old configuration fails at start instead of running on.
+func TestParseConfigGuarantee(t *testing.T) {
+	renamed := `--guarantee: "at-least-once" was renamed "best-effort": goka's runtime can lose events on a crash or kill`
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    string // the parsed guarantee, when wantErr is empty
+		wantErr string
+	}{
+		{"default", required, nil, ExactlyOnce, ""},
+		{"exactly-once", append(required, "--guarantee", "exactly-once"), nil, ExactlyOnce, ""},
+		{"best-effort", append(required, "--guarantee", "best-effort"), nil, BestEffort, ""},
+		{"best-effort from the environment", required, map[string]string{"PROCESSOR_GUARANTEE": "best-effort"}, BestEffort, ""},
+		{"at-least-once refused", append(required, "--guarantee", "at-least-once"), nil, "", renamed},
+		{"at-least-once refused from the environment", required, map[string]string{"PROCESSOR_GUARANTEE": "at-least-once"}, "", renamed},
+		{"unknown", append(required, "--guarantee", "at-most-once"), nil, "", `--guarantee: "at-most-once" is not exactly-once or best-effort`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseConfig("t", tt.args, envMap(tt.env))
+			switch {
+			case tt.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case cfg.Guarantee != tt.want:
+				t.Fatalf("guarantee %q, want %q", cfg.Guarantee, tt.want)
+			}
+		})
 	}
 }

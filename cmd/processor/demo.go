@@ -62,12 +62,12 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("processor demo", flag.ContinueOnError)
 	handler := fs.String("handler", "forward", "business handler: forward or settlements")
 	verbose := fs.Bool("v", false, "show the worker's logs")
-	guarantee := fs.String("guarantee", ExactlyOnce, "exactly-once or at-least-once")
+	guarantee := fs.String("guarantee", ExactlyOnce, "exactly-once or best-effort (goka's runtime: a crash or kill can lose or duplicate events)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *guarantee != ExactlyOnce && *guarantee != AtLeastOnce {
-		return fmt.Errorf("--guarantee: %q is not exactly-once or at-least-once", *guarantee)
+	if err := checkGuarantee(*guarantee); err != nil {
+		return fmt.Errorf("--guarantee: %w", err)
 	}
 	h, err := handlerByName(*handler)
 	if err != nil {
@@ -85,7 +85,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
-	fmt.Fprintf(out, "embedded Kafka-protocol broker (kfake) on %v, topic orders with 3 partitions; worker %s\n\n", brokers, *guarantee)
+	fmt.Fprintf(out, "embedded Kafka-protocol broker (kfake) on %v, topic orders with 3 partitions\nworker %s\n\n", brokers, guaranteeText(*guarantee))
 
 	stream, distinct := demoStream()
 	written, err := kafkatest.Produce(brokers, "orders", stream)
@@ -112,7 +112,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 		topo.Outputs = []string{"settlements"}
 	}
 	var runner worker
-	if *guarantee == AtLeastOnce {
+	if *guarantee == BestEffort {
 		runner, err = atleastonce.New(ctx, atleastonce.Config{Brokers: brokers, StateDir: stateDir,
 			CommitInterval: 100 * time.Millisecond, Replication: 1, ClientID: "dedup-demo", Logger: log}, topo)
 	} else {

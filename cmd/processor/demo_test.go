@@ -11,7 +11,7 @@ import (
 // The demo runs the real worker on kfake; this is the fast tier's end-to-end
 // check that `make demo` prints what the README promises.
 func TestDemo(t *testing.T) {
-	for _, args := range [][]string{{"--handler", "forward"}, {"--handler", "settlements"}, {"--guarantee", "at-least-once"}} {
+	for _, args := range [][]string{{"--handler", "forward"}, {"--handler", "settlements"}, {"--guarantee", "best-effort"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()

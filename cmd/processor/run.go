@@ -25,6 +25,7 @@ type worker interface {
 // runWorker assembles the worker from cfg and runs it until ctx is done.
 func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	log := newLogger(cfg, logOut)
+	logGuarantee(log, cfg.Guarantee)
 	// Before anything big is allocated: a restore is the worker's memory peak.
 	limit, err := memlimit.Apply(os.DirFS("/"), os.Getenv, cfg.MemLimitRatio)
 	if err != nil {

@@ -181,6 +181,9 @@ func TestFlags(t *testing.T) {
 	if cfg.Events != 1234 || cfg.Kills != shortConfig().Kills {
 		t.Fatalf("short preset with --events: %+v", cfg)
 	}
+	if g := fullConfig().Guarantees; strings.Join(g, ",") != "exactly-once,best-effort" {
+		t.Fatalf("full preset runs %v, want exactly-once then best-effort", g)
+	}
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -191,6 +194,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"--kafka-port", "9092"}, "--kafka-port: 9092 is the default broker"},
 		{[]string{"--rate", "100000", "--events", "1000"}, "faults do not fit"},
 		{[]string{"--guarantees", "maybe-once"}, `--guarantees: "maybe-once"`},
+		{[]string{"--guarantees", "exactly-once,at-least-once"}, `--guarantees: "at-least-once" is not exactly-once or best-effort`},
 		{[]string{"--preset", "short", "--brokers", "localhost:9092"}, "--net-partitions: 1 partitions on --brokers need --proxy-routes"},
 		{[]string{"--proxy-routes", "localhost:9392"}, `route "localhost:9392": want listen=target`},
 	} {

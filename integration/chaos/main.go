@@ -6,8 +6,8 @@
 // (a network partition, through internal/netfault) and wipes one's state dir.
 // Then it verifies the output read_committed: for exactly-once it must hold
 // every good event exactly once and every malformed record in the
-// dead-letter topic. The same scenario at least once is reported for
-// comparison. `make chaos` runs it with the issue's numbers; `--preset
+// dead-letter topic. The same scenario under best-effort (goka's runtime,
+// which can lose or duplicate events) is reported for comparison. `make chaos` runs it with the issue's numbers; `--preset
 // short` (and TestChaosShort, in `make test`) a small version.
 //
 // See docs/reliability.md for the scenario and the latest figures.

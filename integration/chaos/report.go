@@ -210,7 +210,7 @@ func jsonID(value []byte) string {
 }
 
 // failures lists why the scenario does not pass; only exactly-once is held
-// to it, at-least-once is reported.
+// to it, best-effort is reported.
 func (r *result) failures() []string {
 	var f []string
 	if r.report == nil {

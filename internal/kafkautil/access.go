@@ -27,7 +27,7 @@ func CheckGroup(admin sarama.ClusterAdmin, group string) error {
 }
 
 // CheckRead fetches a byte of topic's partition 0, which needs READ on the
-// topic. goka's at-least-once processor, refused its fetches, logs nothing
+// topic. goka's (best-effort) processor, refused its fetches, logs nothing
 // and waits: asked once at start, a missing ACL fails the start with
 // TOPIC_AUTHORIZATION_FAILED (Refused). Any other answer (an offset out of
 // range, say) is not this check's business.
