@@ -1,6 +1,9 @@
-// Package dedup is the library API of the exactly-once deduplicating stream
-// processor: the dedup decision (Table) and the goka topology of a consumer
-// group (Topology). The worker in cmd/processor wires them to a runtime.
+// Package dedup defines an exactly-once deduplicating Kafka consumer: what
+// to read, where the event ID is, the handler and the outputs (Define), and
+// the handler's contract (Handler). A runtime runs the definition: package
+// processor, with the seen-ID mark, the handler's output and the input
+// offset in one Kafka transaction. docs/library.md is the guide; package
+// deduptest runs a definition in memory for unit tests.
 //
 // Consumer isolation comes from the consumer group: each group has its own
 // table, the goka group table "<group>-table", so a settlement consumer and a

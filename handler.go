@@ -3,7 +3,7 @@ package dedup
 import (
 	"context"
 	"errors"
-	"fmt"
+	"time"
 
 	"github.com/dedupkit/dedup/codecs"
 )
@@ -127,10 +127,13 @@ func IsPermanent(err error) bool {
 // revocation): the transaction must be aborted, nothing of the event kept.
 var ErrInterrupted = errors.New("handler interrupted: the worker is stopping or the partition was revoked")
 
-// panicError is a recovered handler panic.
-type panicError struct {
-	value any
-	stack []byte
+// Record is one consumed record as an IDFunc sees it.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Timestamp time.Time
+	Key       string
+	Headers   Headers
+	Value     []byte
 }
-
-func (e *panicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.value) }

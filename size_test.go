@@ -2,10 +2,6 @@ package dedup
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/IBM/sarama"
@@ -21,57 +17,5 @@ func TestRecordSizeIsSaramas(t *testing.T) {
 	}
 	if got, want := RecordSize("key-1", make([]byte, 1234), h), msg.ByteSize(2); got != want {
 		t.Fatalf("RecordSize %d, sarama's ByteSize %d", got, want)
-	}
-}
-
-func TestFitDeadLetter(t *testing.T) {
-	big := bytes.Repeat([]byte("v"), 5000)
-	base := Headers{{HeaderDLQReason, []byte("not-json")}, {HeaderDLQError, []byte("bad")}}
-	tests := []struct {
-		name      string
-		value     []byte
-		headers   Headers
-		limit     int
-		truncated bool
-	}{
-		{"fits", []byte("small"), base, 1000, false},
-		{"no limit", big, base, 0, false},
-		{"cut to fit", big, base, 2000, true},
-		{"headers alone too large", big, append(Headers{{"huge", bytes.Repeat([]byte("h"), 3000)}}, base...), 2000, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			v, h := fitDeadLetter("k", tt.value, tt.headers, tt.limit)
-			if tt.limit > 0 && RecordSize("k", v, h) > tt.limit {
-				t.Fatalf("%d bytes, limit %d", RecordSize("k", v, h), tt.limit)
-			}
-			size, _ := h.Get(HeaderDLQOriginalSize)
-			sum, _ := h.Get(HeaderDLQOriginalSHA256)
-			if !tt.truncated {
-				if !bytes.Equal(v, tt.value) || size != nil {
-					t.Fatalf("cut a record that fits: %d of %d bytes, headers %v", len(v), len(tt.value), h)
-				}
-				return
-			}
-			want := sha256.Sum256(tt.value)
-			if string(size) != strconv.Itoa(len(tt.value)) || string(sum) != hex.EncodeToString(want[:]) ||
-				!bytes.HasPrefix(tt.value, v) || len(v) == 0 {
-				t.Fatalf("cut record: %d bytes, size header %q, sha %q", len(v), size, sum)
-			}
-			if r, _ := h.Get(HeaderDLQReason); string(r) != "not-json" {
-				t.Fatalf("the reason was dropped: %v", h)
-			}
-		})
-	}
-}
-
-func TestCheckSizesNamesTheTopic(t *testing.T) {
-	outs := []Message{{Key: "a", Value: []byte("ok")}, {Topic: "audit", Key: "b", Value: make([]byte, 900)}}
-	if err := checkSizes(outs, []string{"out", "audit"}, 1000); err != nil {
-		t.Fatalf("fits: %v", err)
-	}
-	err := checkSizes(outs, []string{"out", "audit"}, 500)
-	if err == nil || !strings.Contains(err.Error(), "message 1 to audit is 937 bytes, more than the 500") {
-		t.Fatalf("err %v", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/lovoo/goka"
@@ -192,47 +191,3 @@ func (t *Topology) TableTopic() string { return string(goka.GroupTable(goka.Grou
 
 // LoopTopic is the re-keying topic.
 func (t *Topology) LoopTopic() string { return t.Group + "-loop" }
-
-// isLoop is topic == LoopTopic() without building the name for every record.
-func (t *Topology) isLoop(topic string) bool {
-	return len(topic) == len(t.Group)+len("-loop") && strings.HasPrefix(topic, t.Group) && strings.HasSuffix(topic, "-loop")
-}
-
-// Graph builds the goka group graph. The input and loop codecs pass bytes
-// through: decoding happens in the callback, where a bad record can be
-// dead-lettered instead of stopping the processor.
-func (t *Topology) Graph() *goka.GroupGraph {
-	edges := []goka.Edge{
-		goka.Input(goka.Stream(t.Input), codecs.Bytes{}, t.Process),
-		goka.Loop(codecs.Bytes{}, t.Process),
-		goka.Persist(codecs.Seen{}),
-		goka.Output(goka.Stream(t.DLQ), codecs.Bytes{}),
-	}
-	for _, o := range t.Outputs {
-		if o != t.DLQ {
-			edges = append(edges, goka.Output(goka.Stream(o), codecs.Bytes{}))
-		}
-	}
-	return goka.DefineGroup(goka.Group(t.Group), edges...)
-}
-
-func (t *Topology) observer() Observer {
-	if t.Observer == nil {
-		return NopObserver{}
-	}
-	return t.Observer
-}
-
-func (t *Topology) logger() *slog.Logger {
-	if t.Logger == nil {
-		return slog.Default()
-	}
-	return t.Logger
-}
-
-func (t *Topology) now() time.Time {
-	if t.Now == nil {
-		return time.Now()
-	}
-	return t.Now()
-}

@@ -27,6 +27,7 @@ import (
 	"github.com/lovoo/goka"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/engine"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/internal/leveldbx"
 	"github.com/dedupkit/dedup/security"
@@ -147,7 +148,7 @@ func (r *Runner) build() (gokaProcessor, error) {
 	build := countingBuilder(cfg.StateDir, cfg.Logger,
 		func(_ string, p int32, n int64) { cfg.TableSize(p, n) },
 		func(_ string, p int32) { cfg.TableClosed(p) })
-	proc, err := goka.NewProcessor(cfg.Brokers, r.topo.Graph(),
+	proc, err := goka.NewProcessor(cfg.Brokers, engine.Graph(r.topo),
 		goka.WithStorageBuilder(build),
 		goka.WithTopicManagerBuilder(ownedTopicsBuilder(sc, cfg.Logger)),
 		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(sc)),
@@ -319,7 +320,7 @@ func (p slogPrinter) Printf(format string, args ...any) {
 }
 
 // limitedContext tells the topology the largest record goka's producer
-// sends (dedup.RecordLimiter): a larger one would fail its emit, stop the
+// sends (engine.RecordLimiter): a larger one would fail its emit, stop the
 // processor and fail again after every restart.
 type limitedContext struct {
 	gokaContext // embedded under another name: goka.Context has a method Context

@@ -20,6 +20,7 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/engine"
 )
 
 // Driver pushes records through one topology.
@@ -43,7 +44,7 @@ func New(t testing.TB, topo *dedup.Topology) *Driver {
 	run := *topo
 	run.Now = func() time.Time { return d.now }
 	d.topo = &run
-	proc, err := goka.NewProcessor(nil, run.Graph(), goka.WithTester(d.tt), goka.WithNilHandling(goka.NilProcess))
+	proc, err := goka.NewProcessor(nil, engine.Graph(&run), goka.WithTester(d.tt), goka.WithNilHandling(goka.NilProcess))
 	if err != nil {
 		t.Fatalf("deduptest: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/lovoo/goka"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/engine"
 )
 
 // ErrUnsupported is what Join, Lookup and DeferCommit fail with: the
@@ -30,9 +31,9 @@ type txnContext struct {
 	m     *member
 	ctx   context.Context
 	msg   *sarama.ConsumerMessage
-	key   string          // msg.Key as a string, converted once
-	prep  *dedup.Prepared // the topology's Prepare of msg, done on the claim's goroutine
-	table *partitionTable // of msg.Partition
+	key   string           // msg.Key as a string, converted once
+	prep  *engine.Prepared // the topology's Prepare of msg, done on the claim's goroutine
+	table *partitionTable  // of msg.Partition
 }
 
 // failure carries Fail's error out of the callback by panic, as goka does.
@@ -51,21 +52,21 @@ func (c *txnContext) Context() context.Context { return c.ctx }
 func (c *txnContext) Headers() goka.Headers { return goka.HeadersFromSarama(c.msg.Headers) }
 
 // MaxRecordBytes is the largest record the member's producer sends
-// (dedup.RecordLimiter).
+// (engine.RecordLimiter).
 func (c *txnContext) MaxRecordBytes() int { return c.m.cfg.maxRecord }
 
-// Prepared is the topology's Prepare of the message (dedup.PreparedContext).
-func (c *txnContext) Prepared() *dedup.Prepared { return c.prep }
+// Prepared is the topology's Prepare of the message (engine.PreparedContext).
+func (c *txnContext) Prepared() *engine.Prepared { return c.prep }
 
 func (c *txnContext) Value() any { return c.ValueOf(c.Key()) }
 
 // ValueOf reads the table record of key in this message's partition
-// (dedup.KeyedContext, for topologies that do not re-key).
+// (engine.KeyedContext, for topologies that do not re-key).
 func (c *txnContext) ValueOf(key string) any { return c.table.ValueOf(key) }
 
 // LoopTable is the table partition a record of key sent to the loop topic
-// would come back to, when this member owns it (dedup.LoopContext).
-func (c *txnContext) LoopTable(key string) (dedup.KeyedTable, bool) {
+// would come back to, when this member owns it (engine.LoopContext).
+func (c *txnContext) LoopTable(key string) (engine.KeyedTable, bool) {
 	t := c.m.tables[hashPartition(key, c.m.partitions)]
 	if t == nil {
 		return nil, false
@@ -93,7 +94,7 @@ func (c *txnContext) Emit(topic goka.Stream, key string, value any, options ...g
 }
 
 // EmitRecord writes a record with its headers in order
-// (dedup.RecordEmitter). The topology's outputs pass bytes through.
+// (engine.RecordEmitter). The topology's outputs pass bytes through.
 func (c *txnContext) EmitRecord(topic, key string, value []byte, headers dedup.Headers) {
 	c.m.queue(topic, key, value, recordHeaders(headers))
 }
@@ -105,7 +106,7 @@ func (c *txnContext) Loopback(key string, value any, options ...goka.ContextOpti
 	c.m.queueLoop(key, c.encode(c.m.codecs.loop, value), saramaHeaders(c.headers(options)))
 }
 
-// LoopbackRecord sends a record to the loop topic (dedup.RecordEmitter).
+// LoopbackRecord sends a record to the loop topic (engine.RecordEmitter).
 func (c *txnContext) LoopbackRecord(key string, value []byte, headers dedup.Headers) {
 	c.m.queueLoop(key, value, recordHeaders(headers))
 }
@@ -173,8 +174,8 @@ func optionHeaders(options []goka.ContextOption) (goka.Headers, error) {
 
 // The topology takes these faster paths when the context offers them.
 var (
-	_ dedup.LoopContext     = (*txnContext)(nil)
-	_ dedup.RecordEmitter   = (*txnContext)(nil)
-	_ dedup.RecordLimiter   = (*txnContext)(nil)
-	_ dedup.PreparedContext = (*txnContext)(nil)
+	_ engine.LoopContext     = (*txnContext)(nil)
+	_ engine.RecordEmitter   = (*txnContext)(nil)
+	_ engine.RecordLimiter   = (*txnContext)(nil)
+	_ engine.PreparedContext = (*txnContext)(nil)
 )

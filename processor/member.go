@@ -14,6 +14,7 @@ import (
 	"github.com/lovoo/goka"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/engine"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
@@ -68,7 +69,7 @@ type member struct {
 type inbound struct {
 	msg  *sarama.ConsumerMessage
 	key  string // msg.Key as a string
-	prep *dedup.Prepared
+	prep *engine.Prepared
 }
 
 // bigRestore is the number of restored records after which Setup returns the
@@ -262,7 +263,7 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 // to the table.
 func (m *member) prepare(keys *headerKeys, msg *sarama.ConsumerMessage) inbound {
 	in := inbound{msg: msg, key: string(msg.Key)}
-	in.prep = m.topo.Prepare(dedup.Record{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset,
+	in.prep = engine.Prepare(m.topo, dedup.Record{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset,
 		Timestamp: msg.Timestamp, Key: in.key, Headers: keys.headers(msg.Headers), Value: msg.Value})
 	return in
 }
@@ -440,7 +441,7 @@ func (m *member) process(sess sarama.ConsumerGroupSession, in inbound) {
 	if t == nil {
 		fail(fmt.Errorf("message from unassigned partition %s/%d", msg.Topic, msg.Partition))
 	}
-	err := m.topo.ProcessRecord(&txnContext{m: m, ctx: sess.Context(), msg: msg, key: in.key, prep: in.prep, table: t}, msg.Value)
+	err := engine.ProcessRecord(m.topo, &txnContext{m: m, ctx: sess.Context(), msg: msg, key: in.key, prep: in.prep, table: t}, msg.Value)
 	if errors.Is(err, dedup.ErrInterrupted) {
 		// The handler gave up because the session ended: nothing of the
 		// transaction is kept, and the partition's next owner (or this

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/engine"
 )
 
 // benchSession is the part of a group session process uses.
@@ -42,7 +43,7 @@ func newTestMember(tb testing.TB, producer sarama.AsyncProducer, partitions ...i
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
 		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward(), HandlerRetries: 3,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	graph := topo.Graph()
+	graph := engine.Graph(topo)
 	cs := &codecSet{table: graph.GroupTable().Codec(), loop: graph.LoopStream().Codec(), outputs: map[string]goka.Codec{}}
 	for _, e := range graph.OutputStreams() {
 		cs.outputs[e.Topic()] = e.Codec()

@@ -11,6 +11,7 @@ import (
 	"github.com/lovoo/goka"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/engine"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/metrics"
 )
@@ -59,7 +60,7 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Processor, err
 		}
 	}
 	topo = &run
-	graph := topo.Graph()
+	graph := engine.Graph(topo)
 	codecs := &codecSet{table: graph.GroupTable().Codec(), outputs: map[string]goka.Codec{}}
 	if l := graph.LoopStream(); l != nil {
 		codecs.loop = l.Codec()
@@ -136,7 +137,7 @@ const defaultMaxRecord = 1_000_000
 // sarama builds batches up to its Producer.MaxMessageBytes for every topic
 // alike, and a batch a topic refuses aborts every transaction that holds it,
 // so the limit must fit the smallest topic. The topology dead-letters an
-// event whose records would not fit (dedup.RecordLimiter).
+// event whose records would not fit (engine.RecordLimiter).
 func recordLimit(ctx context.Context, cfg *Config, topo *dedup.Topology) (int, error) {
 	sc := baseConfig(cfg, "dedup-admin")
 	sc.Metadata.Retry.Max = 3

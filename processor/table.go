@@ -11,7 +11,7 @@ import (
 // sees it: reads go through the store's overlay, writes go to the overlay and
 // to the partition's changelog in the open transaction. The member commits
 // all of its partitions in one transaction, so a message of one partition
-// may write the table of another it owns (dedup.LoopContext): the changelog
+// may write the table of another it owns (engine.LoopContext): the changelog
 // record, the output and the input offset still commit or abort together.
 type partitionTable struct {
 	m     *member
@@ -19,7 +19,7 @@ type partitionTable struct {
 	store *store
 }
 
-// ValueOf reads the table record of key (dedup.KeyedTable).
+// ValueOf reads the table record of key (engine.KeyedTable).
 func (t *partitionTable) ValueOf(key string) any {
 	data, err := t.store.Get(key)
 	if err != nil {
@@ -35,7 +35,7 @@ func (t *partitionTable) ValueOf(key string) any {
 	return v
 }
 
-// SetValueOf writes the table record of key (dedup.KeyedTable).
+// SetValueOf writes the table record of key (engine.KeyedTable).
 func (t *partitionTable) SetValueOf(key string, value any) { t.set(key, value, nil) }
 
 func (t *partitionTable) set(key string, value any, headers goka.Headers) {

@@ -1,23 +1,13 @@
-package dedup
+package engine
 
 import (
+	"github.com/dedupkit/dedup"
+
 	"fmt"
-	"time"
 	"unicode/utf8"
 
 	"github.com/dedupkit/dedup/codecs"
 )
-
-// Record is what Prepare reads of one consumed record.
-type Record struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Timestamp time.Time
-	Key       string
-	Headers   Headers
-	Value     []byte
-}
 
 // Prepared is the part of processing a record that needs no table and no
 // context: the loop header's source position, the envelope decode and the
@@ -28,9 +18,9 @@ type Record struct {
 // that goroutine.
 type Prepared struct {
 	fromLoop bool
-	pos      Position // where the event was first read (the loop's source for loop records)
-	recKey   string   // that record's key
-	headers  Headers  // that record's headers
+	pos      dedup.Position // where the event was first read (the loop's source for loop records)
+	recKey   string         // that record's key
+	headers  dedup.Headers  // that record's headers
 	event    *codecs.Event
 	key      string // the dedup key
 	// reason and err say why the record goes to the dead-letter topic
@@ -47,29 +37,29 @@ type PreparedContext interface {
 
 // Prepare decodes rec as Process would. It reads only the topology's
 // definition, so runtimes may call it from any goroutine, concurrently.
-func (t *Topology) Prepare(rec Record) *Prepared {
+func Prepare(t *dedup.Topology, rec dedup.Record) *Prepared {
 	p := &Prepared{
-		fromLoop: t.isLoop(rec.Topic),
-		pos:      Position{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp},
+		fromLoop: isLoop(t, rec.Topic),
+		pos:      dedup.Position{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp},
 		recKey:   rec.Key,
 		headers:  rec.Headers,
 	}
 	if p.fromLoop {
 		var err error
 		if p.pos, p.recKey, p.headers, err = loopSource(rec.Headers); err != nil {
-			p.reason, p.err = ReasonBadLoopRecord, err
+			p.reason, p.err = dedup.ReasonBadLoopRecord, err
 			return p
 		}
 		rec.Key, rec.Headers = p.recKey, p.headers
 	}
-	ev, err := t.decode(rec)
+	ev, err := decode(t, rec)
 	if err != nil {
 		p.reason, p.err = codecs.Reason(err), err
 		return p
 	}
 	key, err := t.Table.Key(ev)
 	if err != nil {
-		p.reason, p.err = ReasonNoAggregateID, err
+		p.reason, p.err = dedup.ReasonNoAggregateID, err
 		return p
 	}
 	p.event, p.key = ev, key
@@ -79,7 +69,7 @@ func (t *Topology) Prepare(rec Record) *Prepared {
 // decode finds the event ID of rec where the topology's ID source says.
 // JSON fields and headers are the codecs' Decoder; the record key and an
 // IDFunc leave the body opaque, as header IDs do.
-func (t *Topology) decode(rec Record) (*codecs.Event, error) {
+func decode(t *dedup.Topology, rec dedup.Record) (*codecs.Event, error) {
 	switch {
 	case t.IDFunc != nil:
 		id, err := t.IDFunc(rec)
@@ -93,7 +83,7 @@ func (t *Topology) decode(rec Record) (*codecs.Event, error) {
 	var hm map[string][]byte
 	if t.IDSource.Header != "" {
 		hm = make(map[string][]byte, len(rec.Headers))
-		for _, h := range rec.Headers { // the last one wins, as Headers.Get
+		for _, h := range rec.Headers { // the last one wins, as dedup.Headers.Get
 			hm[h.Key] = h.Value
 		}
 	}

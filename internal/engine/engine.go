@@ -1,6 +1,8 @@
-package dedup
+package engine
 
 import (
+	"github.com/dedupkit/dedup"
+
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +23,7 @@ type KeyedTable interface {
 
 // KeyedContext is a goka.Context that reads and writes the group table under
 // a key other than the record's, in the record's partition. goka's own
-// context cannot, so RekeyNever runs only under the exactly-once runtime.
+// context cannot, so dedup.RekeyNever runs only under the exactly-once runtime.
 type KeyedContext interface {
 	goka.Context
 	KeyedTable
@@ -45,16 +47,16 @@ type LoopContext interface {
 // goka's own context takes headers as a map, which loses their order and
 // repeated keys; the topology uses this when the runtime offers it.
 type RecordEmitter interface {
-	EmitRecord(topic, key string, value []byte, headers Headers)
-	LoopbackRecord(key string, value []byte, headers Headers)
+	EmitRecord(topic, key string, value []byte, headers dedup.Headers)
+	LoopbackRecord(key string, value []byte, headers dedup.Headers)
 }
 
 // Process is the goka callback: ProcessRecord, with an error ending the
 // callback through ctx.Fail as goka expects.
-func (t *Topology) Process(ctx goka.Context, msg any) {
-	err := t.ProcessRecord(ctx, msg)
+func Process(t *dedup.Topology, ctx goka.Context, msg any) {
+	err := ProcessRecord(t, ctx, msg)
 	switch {
-	case errors.Is(err, ErrInterrupted):
+	case errors.Is(err, dedup.ErrInterrupted):
 		// goka's Fail once its context is done (the interruption's usual
 		// cause) only notes the error and commits the message all the
 		// same; a deferred commit that fails does not commit it.
@@ -71,27 +73,27 @@ func (t *Topology) Process(ctx goka.Context, msg any) {
 // runs the handler, emits the outputs and marks the key seen.
 //
 // A non-nil error means the runtime must not commit what this record wrote:
-// ErrInterrupted when the handler stopped because ctx was cancelled; any
-// other error is a fault of the runtime's context (RekeyNever on a runtime
+// dedup.ErrInterrupted when the handler stopped because ctx was cancelled; any
+// other error is a fault of the runtime's context (dedup.RekeyNever on a runtime
 // that cannot read the table by key).
-func (t *Topology) ProcessRecord(ctx goka.Context, msg any) error {
+func ProcessRecord(t *dedup.Topology, ctx goka.Context, msg any) error {
 	raw, _ := msg.([]byte)
 	var p *Prepared
 	if pc, ok := ctx.(PreparedContext); ok {
 		p = pc.Prepared()
 	}
 	if p == nil {
-		p = t.Prepare(Record{Topic: string(ctx.Topic()), Partition: ctx.Partition(), Offset: ctx.Offset(),
+		p = Prepare(t, dedup.Record{Topic: string(ctx.Topic()), Partition: ctx.Partition(), Offset: ctx.Offset(),
 			Timestamp: ctx.Timestamp(), Key: ctx.Key(), Headers: headersOf(ctx.Headers()), Value: raw})
 	}
 	if p.reason != "" {
-		t.deadLetter(ctx, p, raw, p.reason, p.err)
+		deadLetter(t, ctx, p, raw, p.reason, p.err)
 		return nil
 	}
 	table := tableOf(ctx, p.key)
 	if !p.fromLoop && p.key != ctx.Key() {
 		switch {
-		case t.Rekey == RekeyNever:
+		case t.Rekey == dedup.RekeyNever:
 			if table.keyed == nil {
 				return errors.New("rekey=never needs a runtime that reads the table by key (the exactly-once runtime)")
 			}
@@ -99,7 +101,7 @@ func (t *Topology) ProcessRecord(ctx goka.Context, msg any) error {
 				// Copies of one event are judged together only when they
 				// share a record key; a keyless record lands on any
 				// partition, so judging it there could let a duplicate by.
-				t.deadLetter(ctx, p, raw, ReasonNoRecordKey, errors.New("record has no key, and with rekey=never an event is "+
+				deadLetter(t, ctx, p, raw, dedup.ReasonNoRecordKey, errors.New("record has no key, and with rekey=never an event is "+
 					"judged in its record key's partition: key the records (by aggregate or event ID) or use rekey=always"))
 				return nil
 			}
@@ -107,19 +109,19 @@ func (t *Topology) ProcessRecord(ctx goka.Context, msg any) error {
 			lt, ok := loopTable(ctx, p.key)
 			if !ok {
 				h := loopHeaders(p.recKey, p.headers, p.pos)
-				if limit := maxRecord(ctx); limit > 0 && RecordSize(p.key, raw, h) > limit {
-					t.deadLetter(ctx, p, raw, ReasonTooLarge, fmt.Errorf("the loop record to re-key it is %d bytes, more than the %d bytes a record may have",
-						RecordSize(p.key, raw, h), limit))
+				if limit := maxRecord(ctx); limit > 0 && dedup.RecordSize(p.key, raw, h) > limit {
+					deadLetter(t, ctx, p, raw, dedup.ReasonTooLarge, fmt.Errorf("the loop record to re-key it is %d bytes, more than the %d bytes a record may have",
+						dedup.RecordSize(p.key, raw, h), limit))
 					return nil
 				}
 				loopback(ctx, p.key, raw, h)
-				t.observer().Rekeyed()
+				observer(t).Rekeyed()
 				return nil
 			}
 			table.keyed = lt
 		}
 	}
-	return t.dedup(ctx, table, p, raw)
+	return judge(t, ctx, table, p, raw)
 }
 
 // tableRef is the dedup table record of one key, read and written through
@@ -163,64 +165,64 @@ func (r tableRef) set(v any) {
 	r.keyed.SetValueOf(r.key, v)
 }
 
-func emit(ctx goka.Context, topic, key string, value []byte, h Headers) {
+func emit(ctx goka.Context, topic, key string, value []byte, h dedup.Headers) {
 	if e, ok := ctx.(RecordEmitter); ok {
 		e.EmitRecord(topic, key, value, h)
 		return
 	}
-	ctx.Emit(goka.Stream(topic), key, value, goka.WithCtxEmitHeaders(h.goka()))
+	ctx.Emit(goka.Stream(topic), key, value, goka.WithCtxEmitHeaders(gokaHeaders(h)))
 }
 
-func loopback(ctx goka.Context, key string, value []byte, h Headers) {
+func loopback(ctx goka.Context, key string, value []byte, h dedup.Headers) {
 	if e, ok := ctx.(RecordEmitter); ok {
 		e.LoopbackRecord(key, value, h)
 		return
 	}
-	ctx.Loopback(key, value, goka.WithCtxEmitHeaders(h.goka()))
+	ctx.Loopback(key, value, goka.WithCtxEmitHeaders(gokaHeaders(h)))
 }
 
-func (t *Topology) dedup(ctx goka.Context, table tableRef, p *Prepared, raw []byte) error {
-	now := t.now()
+func judge(t *dedup.Topology, ctx goka.Context, table tableRef, p *Prepared, raw []byte) error {
+	now := now(t)
 	var existing *codecs.SeenRecord
 	if v := table.value(); v != nil {
 		existing = v.(*codecs.SeenRecord)
 	}
-	obs := t.observer()
+	obs := observer(t)
 	part := p.pos.Partition
-	switch t.Table.Judge(existing, EventTime(p.event, p.pos), now) {
-	case Duplicate:
+	switch t.Table.Judge(existing, dedup.EventTime(p.event, p.pos), now) {
+	case dedup.Duplicate:
 		obs.Skipped(part)
 		return nil
-	case Expired:
+	case dedup.Expired:
 		obs.Expired(part)
-	case TooOld:
+	case dedup.TooOld:
 		obs.TooOld(part)
 		switch t.StaleEvents {
-		case StaleSkip:
+		case dedup.StaleSkip:
 			return nil
-		case StaleDeadLetter:
-			t.deadLetter(ctx, p, raw, ReasonTooOld, fmt.Errorf("event time %v is older than the retention %v: the table cannot judge it",
-				EventTime(p.event, p.pos).UTC().Format(time.RFC3339), t.Table.Retention))
+		case dedup.StaleDeadLetter:
+			deadLetter(t, ctx, p, raw, dedup.ReasonTooOld, fmt.Errorf("event time %v is older than the retention %v: the table cannot judge it",
+				dedup.EventTime(p.event, p.pos).UTC().Format(time.RFC3339), t.Table.Retention))
 			return nil
 		}
 	}
 
-	ev := &Event{Position: p.pos, Key: p.recKey, Headers: p.headers, Value: p.event.Raw,
+	ev := &dedup.Event{Position: p.pos, Key: p.recKey, Headers: p.headers, Value: p.event.Raw,
 		EventID: p.event.EventID, AggregateID: p.event.AggregateID, Envelope: p.event}
-	outs, reason, err := t.handle(ctx.Context(), ev)
-	if errors.Is(err, ErrInterrupted) {
+	outs, reason, err := handle(t, ctx.Context(), ev)
+	if errors.Is(err, dedup.ErrInterrupted) {
 		return err
 	}
 	if err == nil {
-		if err = t.checkOutputs(outs); err != nil {
-			reason = ReasonBadOutput
+		if err = checkOutputs(t, outs); err != nil {
+			reason = dedup.ReasonBadOutput
 		} else if err = checkSizes(outs, t.Outputs, maxRecord(ctx)); err != nil {
-			reason = ReasonTooLarge
+			reason = dedup.ReasonTooLarge
 		}
 	}
 	if err != nil {
 		// Not marked: a re-drive from the dead-letter topic processes it.
-		t.deadLetter(ctx, p, raw, reason, err)
+		deadLetter(t, ctx, p, raw, reason, err)
 		return nil
 	}
 	for _, m := range outs {
@@ -238,7 +240,7 @@ func (t *Topology) dedup(ctx goka.Context, table tableRef, p *Prepared, raw []by
 // checkOutputs refuses messages to topics the topology did not declare, all
 // of them before any is written: a handler's mistake dead-letters the event
 // instead of writing part of its output.
-func (t *Topology) checkOutputs(outs []Message) error {
+func checkOutputs(t *dedup.Topology, outs []dedup.Message) error {
 	for i, m := range outs {
 		switch {
 		case m.Topic == "" && len(t.Outputs) > 1:
@@ -260,36 +262,36 @@ func contains(list []string, s string) bool {
 }
 
 // handle runs the handler with bounded retries and exponential backoff. It
-// returns the dead-letter reason with an error, or ErrInterrupted when ctx
+// returns the dead-letter reason with an error, or dedup.ErrInterrupted when ctx
 // ended: then nothing of the event may be kept.
-func (t *Topology) handle(ctx context.Context, ev *Event) ([]Message, string, error) {
+func handle(t *dedup.Topology, ctx context.Context, ev *dedup.Event) ([]dedup.Message, string, error) {
 	backoff := t.RetryBackoff
 	for attempt := 0; ; attempt++ {
-		outs, err := t.call(ctx, ev)
+		outs, err := call(t, ctx, ev)
 		if err == nil {
 			return outs, "", nil
 		}
 		if ctx.Err() != nil {
-			return nil, "", fmt.Errorf("%w: event %s: %w", ErrInterrupted, ev.EventID, err)
+			return nil, "", fmt.Errorf("%w: event %s: %w", dedup.ErrInterrupted, ev.EventID, err)
 		}
-		t.observer().HandlerError()
+		observer(t).HandlerError()
 		var pe *panicError
 		switch {
 		case errors.As(err, &pe):
-			t.logger().Error("handler panicked; the event goes to the dead-letter topic", "event", ev.EventID,
+			logger(t).Error("handler panicked; the event goes to the dead-letter topic", "event", ev.EventID,
 				"topic", ev.Topic, "partition", ev.Partition, "offset", ev.Offset, "panic", pe.value, "stack", string(pe.stack))
-			return nil, ReasonHandlerPanic, err
-		case IsPermanent(err):
-			return nil, ReasonHandlerPermanent, err
+			return nil, dedup.ReasonHandlerPanic, err
+		case dedup.IsPermanent(err):
+			return nil, dedup.ReasonHandlerPermanent, err
 		case attempt >= t.HandlerRetries:
-			return nil, ReasonHandlerError, fmt.Errorf("handler failed %d times, last: %w", attempt+1, err)
+			return nil, dedup.ReasonHandlerError, fmt.Errorf("handler failed %d times, last: %w", attempt+1, err)
 		}
-		t.logger().Warn("handler failed, retrying", "event", ev.EventID, "attempt", attempt+1, "err", err)
+		logger(t).Warn("handler failed, retrying", "event", ev.EventID, "attempt", attempt+1, "err", err)
 		timer := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return nil, "", fmt.Errorf("%w: event %s, waiting to retry after: %w", ErrInterrupted, ev.EventID, err)
+			return nil, "", fmt.Errorf("%w: event %s, waiting to retry after: %w", dedup.ErrInterrupted, ev.EventID, err)
 		case <-timer.C:
 		}
 		backoff *= 2
@@ -297,7 +299,7 @@ func (t *Topology) handle(ctx context.Context, ev *Event) ([]Message, string, er
 }
 
 // call runs the handler once, turning a panic into an error.
-func (t *Topology) call(ctx context.Context, ev *Event) (outs []Message, err error) {
+func call(t *dedup.Topology, ctx context.Context, ev *dedup.Event) (outs []dedup.Message, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			outs, err = nil, &panicError{value: r, stack: debug.Stack()}
@@ -310,22 +312,30 @@ func (t *Topology) call(ctx context.Context, ev *Event) (outs []Message, err err
 // where it was read from the input: for a record that came through the loop
 // topic, the original input record's topic, partition, offset, key and
 // headers.
-func (t *Topology) deadLetter(ctx goka.Context, p *Prepared, raw []byte, reason string, cause error) {
+func deadLetter(t *dedup.Topology, ctx goka.Context, p *Prepared, raw []byte, reason string, cause error) {
 	pos, key, src := p.pos, p.recKey, p.headers
-	if p.fromLoop && reason == ReasonBadLoopRecord { // no source to name: the loop record's own
+	if p.fromLoop && reason == dedup.ReasonBadLoopRecord { // no source to name: the loop record's own
 		src = headersOf(ctx.Headers())
 	}
-	h := make(Headers, 0, len(src)+6)
+	h := make(dedup.Headers, 0, len(src)+6)
 	h = append(h, src...)
 	h = append(h,
-		Header{HeaderDLQReason, []byte(reason)},
-		Header{HeaderDLQError, []byte(cause.Error())},
-		Header{HeaderDLQGroup, []byte(t.Group)},
-		Header{HeaderDLQTopic, []byte(pos.Topic)},
-		Header{HeaderDLQPartition, []byte(strconv.Itoa(int(pos.Partition)))},
-		Header{HeaderDLQOffset, []byte(strconv.FormatInt(pos.Offset, 10))})
+		dedup.Header{Key: dedup.HeaderDLQReason, Value: []byte(reason)},
+		dedup.Header{Key: dedup.HeaderDLQError, Value: []byte(cause.Error())},
+		dedup.Header{Key: dedup.HeaderDLQGroup, Value: []byte(t.Group)},
+		dedup.Header{Key: dedup.HeaderDLQTopic, Value: []byte(pos.Topic)},
+		dedup.Header{Key: dedup.HeaderDLQPartition, Value: []byte(strconv.Itoa(int(pos.Partition)))},
+		dedup.Header{Key: dedup.HeaderDLQOffset, Value: []byte(strconv.FormatInt(pos.Offset, 10))})
 	value, h := fitDeadLetter(key, raw, h, maxRecord(ctx))
 	emit(ctx, t.DLQ, key, value, h)
-	t.observer().DeadLettered(reason)
-	t.logger().Warn("dead-lettered", "reason", reason, "topic", pos.Topic, "partition", pos.Partition, "offset", pos.Offset, "err", cause)
+	observer(t).DeadLettered(reason)
+	logger(t).Warn("dead-lettered", "reason", reason, "topic", pos.Topic, "partition", pos.Partition, "offset", pos.Offset, "err", cause)
 }
+
+// panicError is a recovered handler panic.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.value) }

@@ -1,6 +1,8 @@
-package dedup
+package engine
 
 import (
+	"github.com/dedupkit/dedup"
+
 	"errors"
 	"fmt"
 	"strconv"
@@ -9,7 +11,7 @@ import (
 	"github.com/lovoo/goka"
 )
 
-// Headers of a loop record that carry the original input record's position
+// dedup.Headers of a loop record that carry the original input record's position
 // and key through the loop topic.
 const (
 	headerLoopSrcKey     = "dedup-src-key"
@@ -22,20 +24,20 @@ const (
 // loopHeaders carries the original position through the loop topic so the
 // seen record, the handler and a dead letter see where the event really
 // came from.
-func loopHeaders(key string, headers Headers, pos Position) Headers {
-	h := make(Headers, 0, len(headers)+5)
+func loopHeaders(key string, headers dedup.Headers, pos dedup.Position) dedup.Headers {
+	h := make(dedup.Headers, 0, len(headers)+5)
 	h = append(h, headers...)
 	return append(h,
-		Header{headerLoopSrcKey, []byte(key)},
-		Header{headerLoopSrcTopic, []byte(pos.Topic)},
-		Header{headerLoopSrcPart, []byte(strconv.Itoa(int(pos.Partition)))},
-		Header{headerLoopSrcOffset, []byte(strconv.FormatInt(pos.Offset, 10))},
-		Header{headerLoopSrcTimeRFC, []byte(pos.Timestamp.UTC().Format(time.RFC3339Nano))})
+		dedup.Header{Key: headerLoopSrcKey, Value: []byte(key)},
+		dedup.Header{Key: headerLoopSrcTopic, Value: []byte(pos.Topic)},
+		dedup.Header{Key: headerLoopSrcPart, Value: []byte(strconv.Itoa(int(pos.Partition)))},
+		dedup.Header{Key: headerLoopSrcOffset, Value: []byte(strconv.FormatInt(pos.Offset, 10))},
+		dedup.Header{Key: headerLoopSrcTimeRFC, Value: []byte(pos.Timestamp.UTC().Format(time.RFC3339Nano))})
 }
 
 // loopSource reads loopHeaders back: the original position, key and headers.
-func loopSource(headers Headers) (Position, string, Headers, error) {
-	var pos Position
+func loopSource(headers dedup.Headers) (dedup.Position, string, dedup.Headers, error) {
+	var pos dedup.Position
 	get := func(k string) string { v, _ := headers.Get(k); return string(v) }
 	part, err1 := strconv.ParseInt(get(headerLoopSrcPart), 10, 32)
 	off, err2 := strconv.ParseInt(get(headerLoopSrcOffset), 10, 64)
@@ -43,8 +45,8 @@ func loopSource(headers Headers) (Position, string, Headers, error) {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return pos, "", headers, fmt.Errorf("loop record without its source position: %w", err)
 	}
-	pos = Position{Topic: get(headerLoopSrcTopic), Partition: int32(part), Offset: off, Timestamp: ts}
-	orig := make(Headers, 0, len(headers))
+	pos = dedup.Position{Topic: get(headerLoopSrcTopic), Partition: int32(part), Offset: off, Timestamp: ts}
+	orig := make(dedup.Headers, 0, len(headers))
 	for _, h := range headers {
 		switch h.Key {
 		case headerLoopSrcKey, headerLoopSrcTopic, headerLoopSrcPart, headerLoopSrcOffset, headerLoopSrcTimeRFC:
@@ -56,20 +58,20 @@ func loopSource(headers Headers) (Position, string, Headers, error) {
 }
 
 // headersOf converts goka's header map (whose order is lost already).
-func headersOf(m goka.Headers) Headers {
+func headersOf(m goka.Headers) dedup.Headers {
 	if len(m) == 0 {
 		return nil
 	}
-	h := make(Headers, 0, len(m))
+	h := make(dedup.Headers, 0, len(m))
 	for k, v := range m {
-		h = append(h, Header{k, v})
+		h = append(h, dedup.Header{Key: k, Value: v})
 	}
 	return h
 }
 
-// goka converts to goka's header map: order and repeated keys are lost
+// gokaHeaders converts to goka's header map: order and repeated keys are lost
 // (the last value of a key wins).
-func (h Headers) goka() goka.Headers {
+func gokaHeaders(h dedup.Headers) goka.Headers {
 	if len(h) == 0 {
 		return nil
 	}

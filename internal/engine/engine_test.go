@@ -1,6 +1,8 @@
-package dedup
+package engine
 
 import (
+	"github.com/dedupkit/dedup"
+
 	"context"
 	"errors"
 	"sync"
@@ -37,19 +39,19 @@ func (o *countingObserver) DeadLettered(reason string) {
 
 type fixture struct {
 	tt   *tester.Tester
-	topo *Topology
+	topo *dedup.Topology
 	obs  *countingObserver
 	out  *tester.QueueTracker
 	dlq  *tester.QueueTracker
 	now  time.Time
 }
 
-func newFixture(t *testing.T, handler Handler, mutate func(*Topology)) *fixture {
+func newFixture(t *testing.T, handler dedup.Handler, mutate func(*dedup.Topology)) *fixture {
 	t.Helper()
 	f := &fixture{tt: tester.New(t), obs: &countingObserver{}, now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
-	f.topo = &Topology{
+	f.topo = &dedup.Topology{
 		Group: "settlement", Input: "orders", Outputs: []string{"settlements"}, DLQ: "orders-dlq",
-		Table:    Table{KeyType: KeyEventID, Retention: 24 * time.Hour},
+		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: 24 * time.Hour},
 		IDSource: codecs.DefaultIDSource(), Handler: handler,
 		HandlerRetries: 2, RetryBackoff: time.Microsecond,
 		Observer: f.obs, Now: func() time.Time { return f.now },
@@ -60,7 +62,7 @@ func newFixture(t *testing.T, handler Handler, mutate func(*Topology)) *fixture 
 	if err := f.topo.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	proc, err := goka.NewProcessor(nil, f.topo.Graph(), goka.WithTester(f.tt), goka.WithNilHandling(goka.NilProcess))
+	proc, err := goka.NewProcessor(nil, Graph(f.topo), goka.WithTester(f.tt), goka.WithNilHandling(goka.NilProcess))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,19 +101,19 @@ func drain(q *tester.QueueTracker) (keys []string, values []string) {
 func TestTopologyForwardsOnceAndSkipsDuplicates(t *testing.T) {
 	tests := []struct {
 		name    string
-		keyType KeyType
+		keyType dedup.KeyType
 		key     string // record key of every event
 		events  []string
 		wantOut int
 		wantDup int
 	}{
-		{"keyed by event id", KeyEventID, "", []string{`{"eventId":"e1"}`, `{"eventId":"e1"}`, `{"eventId":"e2"}`}, 2, 1},
-		{"keyed by aggregate, dedup by event id (rekeyed)", KeyEventID, "order-1", []string{`{"eventId":"e1","aggregateId":"order-1"}`, `{"eventId":"e1","aggregateId":"order-1"}`, `{"eventId":"e2","aggregateId":"order-1"}`}, 2, 1},
-		{"once per aggregate", KeyAggregateID, "order-1", []string{`{"eventId":"e1","aggregateId":"order-1"}`, `{"eventId":"e2","aggregateId":"order-1"}`, `{"eventId":"e3","aggregateId":"order-2"}`}, 2, 1},
+		{"keyed by event id", dedup.KeyEventID, "", []string{`{"eventId":"e1"}`, `{"eventId":"e1"}`, `{"eventId":"e2"}`}, 2, 1},
+		{"keyed by aggregate, dedup by event id (rekeyed)", dedup.KeyEventID, "order-1", []string{`{"eventId":"e1","aggregateId":"order-1"}`, `{"eventId":"e1","aggregateId":"order-1"}`, `{"eventId":"e2","aggregateId":"order-1"}`}, 2, 1},
+		{"once per aggregate", dedup.KeyAggregateID, "order-1", []string{`{"eventId":"e1","aggregateId":"order-1"}`, `{"eventId":"e2","aggregateId":"order-1"}`, `{"eventId":"e3","aggregateId":"order-2"}`}, 2, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, Forward(), func(tp *Topology) { tp.Table.KeyType = tt.keyType })
+			f := newFixture(t, dedup.Forward(), func(tp *dedup.Topology) { tp.Table.KeyType = tt.keyType })
 			for _, ev := range tt.events {
 				key := tt.key
 				if key == "" {
@@ -137,7 +139,7 @@ func Envelope(s string) (*codecs.Event, error) {
 }
 
 func TestTopologyStoresSeenRecord(t *testing.T) {
-	f := newFixture(t, Forward(), nil)
+	f := newFixture(t, dedup.Forward(), nil)
 	f.consume("e1", `{"eventId":"e1","aggregateId":"a1","occurredAt":"2026-12-02T11:00:00Z"}`, nil)
 	v := f.tt.TableValue(goka.GroupTable("settlement"), "e1")
 	rec, ok := v.(*codecs.SeenRecord)
@@ -151,7 +153,7 @@ func TestTopologyStoresSeenRecord(t *testing.T) {
 }
 
 func TestTopologyExpiredRecordIsProcessedAgain(t *testing.T) {
-	f := newFixture(t, Forward(), nil)
+	f := newFixture(t, dedup.Forward(), nil)
 	f.consume("e1", `{"eventId":"e1"}`, nil)
 	f.now = f.now.Add(25 * time.Hour)
 	f.consume("e1", `{"eventId":"e1"}`, nil)
@@ -171,7 +173,7 @@ func TestTopologyDeadLettersBadInput(t *testing.T) {
 		{"\x00null", "null-value"},
 		{`{"eventId":7}`, "bad-field"},
 	}
-	f := newFixture(t, Forward(), nil)
+	f := newFixture(t, dedup.Forward(), nil)
 	f.consume("good-1", `{"eventId":"good-1"}`, nil)
 	for _, tt := range tests {
 		f.consume("k", tt.value, goka.Headers{"trace": []byte("t")})
@@ -186,10 +188,10 @@ func TestTopologyDeadLettersBadInput(t *testing.T) {
 		if !ok {
 			t.Fatalf("dead letter %d missing", i)
 		}
-		if got := string(h[HeaderDLQReason]); got != tt.reason {
+		if got := string(h[dedup.HeaderDLQReason]); got != tt.reason {
 			t.Errorf("record %q: reason %q, want %q", tt.value, got, tt.reason)
 		}
-		if key != "k" || string(h["trace"]) != "t" || len(h[HeaderDLQError]) == 0 || string(h[HeaderDLQTopic]) != "orders" {
+		if key != "k" || string(h["trace"]) != "t" || len(h[dedup.HeaderDLQError]) == 0 || string(h[dedup.HeaderDLQTopic]) != "orders" {
 			t.Errorf("record %q: dead letter lost its key, headers or error: key=%q headers=%v", tt.value, key, h)
 		}
 		if tt.value != "\x00null" && string(value) != tt.value {
@@ -200,19 +202,19 @@ func TestTopologyDeadLettersBadInput(t *testing.T) {
 
 func TestTopologyHandlerErrorLeavesEventUnmarked(t *testing.T) {
 	calls, failUntil := 0, 100
-	h := HandlerFunc(func(ctx context.Context, ev *Event) ([]Message, error) {
+	h := dedup.HandlerFunc(func(ctx context.Context, ev *dedup.Event) ([]dedup.Message, error) {
 		calls++
 		if calls <= failUntil {
 			return nil, errors.New("downstream down")
 		}
-		return Forward().Handle(ctx, ev)
+		return dedup.Forward().Handle(ctx, ev)
 	})
 	f := newFixture(t, h, nil)
 	f.consume("e1", `{"eventId":"e1"}`, nil)
 	if calls != 3 || f.obs.handlerErrs != 3 {
 		t.Fatalf("handler called %d times (%d errors), want 1 + 2 retries", calls, f.obs.handlerErrs)
 	}
-	if hdr, _, _, ok := f.dlq.NextRawWithHeaders(); !ok || string(hdr[HeaderDLQReason]) != ReasonHandlerError {
+	if hdr, _, _, ok := f.dlq.NextRawWithHeaders(); !ok || string(hdr[dedup.HeaderDLQReason]) != dedup.ReasonHandlerError {
 		t.Fatalf("failed event not dead-lettered with reason handler-error")
 	}
 	if v := f.tt.TableValue(goka.GroupTable("settlement"), "e1"); v != nil {
@@ -227,21 +229,21 @@ func TestTopologyHandlerErrorLeavesEventUnmarked(t *testing.T) {
 }
 
 func TestTopologyValidate(t *testing.T) {
-	good := func() *Topology {
-		return &Topology{Group: "g", Input: "in", Outputs: []string{"out"}, DLQ: "dlq", Handler: Forward(),
-			Table: Table{KeyType: KeyEventID, Retention: time.Hour}, IDSource: codecs.DefaultIDSource()}
+	good := func() *dedup.Topology {
+		return &dedup.Topology{Group: "g", Input: "in", Outputs: []string{"out"}, DLQ: "dlq", Handler: dedup.Forward(),
+			Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: codecs.DefaultIDSource()}
 	}
 	tests := []struct {
 		name   string
-		mutate func(*Topology)
+		mutate func(*dedup.Topology)
 	}{
-		{"no group", func(t *Topology) { t.Group = "" }},
-		{"input is output", func(t *Topology) { t.Outputs = []string{"in"} }},
-		{"input is dlq", func(t *Topology) { t.DLQ = "in" }},
-		{"no handler", func(t *Topology) { t.Handler = nil }},
-		{"bad key type", func(t *Topology) { t.Table.KeyType = "x" }},
-		{"negative retries", func(t *Topology) { t.HandlerRetries = -1 }},
-		{"bad rekey policy", func(t *Topology) { t.Rekey = "sometimes" }},
+		{"no group", func(t *dedup.Topology) { t.Group = "" }},
+		{"input is output", func(t *dedup.Topology) { t.Outputs = []string{"in"} }},
+		{"input is dlq", func(t *dedup.Topology) { t.DLQ = "in" }},
+		{"no handler", func(t *dedup.Topology) { t.Handler = nil }},
+		{"bad key type", func(t *dedup.Topology) { t.Table.KeyType = "x" }},
+		{"negative retries", func(t *dedup.Topology) { t.HandlerRetries = -1 }},
+		{"bad rekey policy", func(t *dedup.Topology) { t.Rekey = "sometimes" }},
 	}
 	if err := good().Validate(); err != nil {
 		t.Fatalf("good topology: %v", err)
@@ -257,19 +259,19 @@ func TestTopologyValidate(t *testing.T) {
 
 func TestTopologyStaleEventPolicies(t *testing.T) {
 	tests := []struct {
-		policy  StalePolicy
+		policy  dedup.StalePolicy
 		outputs int
 		dlq     int
 		marked  bool
 	}{
-		{StaleProcess, 1, 0, true},
+		{dedup.StaleProcess, 1, 0, true},
 		{"", 1, 0, true},
-		{StaleSkip, 0, 0, false},
-		{StaleDeadLetter, 0, 1, false},
+		{dedup.StaleSkip, 0, 0, false},
+		{dedup.StaleDeadLetter, 0, 1, false},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.policy), func(t *testing.T) {
-			f := newFixture(t, Forward(), func(tp *Topology) { tp.StaleEvents = tt.policy })
+			f := newFixture(t, dedup.Forward(), func(tp *dedup.Topology) { tp.StaleEvents = tt.policy })
 			// occurredAt two days back, retention one day.
 			f.consume("e1", `{"eventId":"e1","occurredAt":"2026-11-30T12:00:00Z"}`, nil)
 			_, outs := drain(f.out)

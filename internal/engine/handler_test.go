@@ -1,6 +1,9 @@
-package dedup
+package engine
 
 import (
+	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/codecs"
+
 	"context"
 	"errors"
 	"strings"
@@ -12,9 +15,9 @@ import (
 
 func TestHandlerPermanentErrorIsNotRetried(t *testing.T) {
 	calls := 0
-	h := HandlerFunc(func(context.Context, *Event) ([]Message, error) {
+	h := dedup.HandlerFunc(func(context.Context, *dedup.Event) ([]dedup.Message, error) {
 		calls++
-		return nil, Permanent(errors.New("payload rejected"))
+		return nil, dedup.Permanent(errors.New("payload rejected"))
 	})
 	f := newFixture(t, h, nil)
 	f.consume("e1", `{"eventId":"e1"}`, nil)
@@ -22,8 +25,8 @@ func TestHandlerPermanentErrorIsNotRetried(t *testing.T) {
 		t.Fatalf("handler called %d times, want 1 (no retries for a permanent error)", calls)
 	}
 	hdr, _, _, ok := f.dlq.NextRawWithHeaders()
-	if !ok || string(hdr[HeaderDLQReason]) != ReasonHandlerPermanent || !strings.Contains(string(hdr[HeaderDLQError]), "payload rejected") {
-		t.Fatalf("dead letter %v (found %v), want reason %s with the error", hdr, ok, ReasonHandlerPermanent)
+	if !ok || string(hdr[dedup.HeaderDLQReason]) != dedup.ReasonHandlerPermanent || !strings.Contains(string(hdr[dedup.HeaderDLQError]), "payload rejected") {
+		t.Fatalf("dead letter %v (found %v), want reason %s with the error", hdr, ok, dedup.ReasonHandlerPermanent)
 	}
 	if v := f.tt.TableValue(goka.GroupTable("settlement"), "e1"); v != nil {
 		t.Fatalf("rejected event was marked seen: %+v", v)
@@ -31,20 +34,20 @@ func TestHandlerPermanentErrorIsNotRetried(t *testing.T) {
 }
 
 func TestHandlerPanicIsDeadLetteredAndTheWorkerGoesOn(t *testing.T) {
-	h := HandlerFunc(func(ctx context.Context, ev *Event) ([]Message, error) {
+	h := dedup.HandlerFunc(func(ctx context.Context, ev *dedup.Event) ([]dedup.Message, error) {
 		if ev.EventID == "poison" {
 			var m map[string]int
 			m["boom"]++ // a nil map write: a real bug, not a panic("...")
 		}
-		return Forward().Handle(ctx, ev)
+		return dedup.Forward().Handle(ctx, ev)
 	})
 	f := newFixture(t, h, nil)
 	f.consume("poison", `{"eventId":"poison"}`, nil)
 	f.consume("e2", `{"eventId":"e2"}`, nil)
 	hdr, key, _, ok := f.dlq.NextRawWithHeaders()
-	if !ok || string(hdr[HeaderDLQReason]) != ReasonHandlerPanic || key != "poison" ||
-		!strings.Contains(string(hdr[HeaderDLQError]), "assignment to entry in nil map") {
-		t.Fatalf("dead letter %v key %q (found %v), want reason %s naming the panic", hdr, key, ok, ReasonHandlerPanic)
+	if !ok || string(hdr[dedup.HeaderDLQReason]) != dedup.ReasonHandlerPanic || key != "poison" ||
+		!strings.Contains(string(hdr[dedup.HeaderDLQError]), "assignment to entry in nil map") {
+		t.Fatalf("dead letter %v key %q (found %v), want reason %s naming the panic", hdr, key, ok, dedup.ReasonHandlerPanic)
 	}
 	if _, values := drain(f.out); len(values) != 1 || !strings.Contains(values[0], "e2") {
 		t.Fatalf("outputs after the panic: %v, want e2's", values)
@@ -55,14 +58,14 @@ func TestHandlerPanicIsDeadLetteredAndTheWorkerGoesOn(t *testing.T) {
 }
 
 func TestHandlerWritesToSeveralOutputsInOrder(t *testing.T) {
-	h := HandlerFunc(func(_ context.Context, ev *Event) ([]Message, error) {
-		return []Message{
+	h := dedup.HandlerFunc(func(_ context.Context, ev *dedup.Event) ([]dedup.Message, error) {
+		return []dedup.Message{
 			{Topic: "audit", Key: "a1", Value: []byte("first")},
 			{Topic: "settlements", Key: "s1", Value: []byte("second")},
 			{Topic: "audit", Key: "a2", Value: []byte("third")},
 		}, nil
 	})
-	f := newFixture(t, h, func(tp *Topology) { tp.Outputs = []string{"settlements", "audit"} })
+	f := newFixture(t, h, func(tp *dedup.Topology) { tp.Outputs = []string{"settlements", "audit"} })
 	audit := f.tt.NewQueueTracker("audit")
 	f.consume("e1", `{"eventId":"e1"}`, nil)
 	if keys, values := drain(audit); strings.Join(keys, ",") != "a1,a2" || strings.Join(values, ",") != "first,third" {
@@ -77,22 +80,22 @@ func TestHandlerOutputToAnUndeclaredTopicDeadLettersTheEvent(t *testing.T) {
 	tests := []struct {
 		name    string
 		outputs []string
-		msgs    []Message
+		msgs    []dedup.Message
 	}{
-		{"unknown topic", []string{"settlements"}, []Message{{Key: "ok"}, {Topic: "elsewhere", Key: "x"}}},
-		{"no topic with two outputs", []string{"settlements", "audit"}, []Message{{Key: "x"}}},
+		{"unknown topic", []string{"settlements"}, []dedup.Message{{Key: "ok"}, {Topic: "elsewhere", Key: "x"}}},
+		{"no topic with two outputs", []string{"settlements", "audit"}, []dedup.Message{{Key: "x"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := HandlerFunc(func(context.Context, *Event) ([]Message, error) { return tt.msgs, nil })
-			f := newFixture(t, h, func(tp *Topology) { tp.Outputs = tt.outputs })
+			h := dedup.HandlerFunc(func(context.Context, *dedup.Event) ([]dedup.Message, error) { return tt.msgs, nil })
+			f := newFixture(t, h, func(tp *dedup.Topology) { tp.Outputs = tt.outputs })
 			f.consume("e1", `{"eventId":"e1"}`, nil)
 			if _, values := drain(f.out); len(values) != 0 {
 				t.Fatalf("%d outputs written, want none: the event's output is all or nothing", len(values))
 			}
 			hdr, _, _, ok := f.dlq.NextRawWithHeaders()
-			if !ok || string(hdr[HeaderDLQReason]) != ReasonBadOutput {
-				t.Fatalf("dead letter %v (found %v), want reason %s", hdr, ok, ReasonBadOutput)
+			if !ok || string(hdr[dedup.HeaderDLQReason]) != dedup.ReasonBadOutput {
+				t.Fatalf("dead letter %v (found %v), want reason %s", hdr, ok, dedup.ReasonBadOutput)
 			}
 			if v := f.tt.TableValue(goka.GroupTable("settlement"), "e1"); v != nil {
 				t.Fatalf("event marked seen: %+v", v)
@@ -102,8 +105,8 @@ func TestHandlerOutputToAnUndeclaredTopicDeadLettersTheEvent(t *testing.T) {
 }
 
 func TestHandlerSeesTheRecord(t *testing.T) {
-	var got *Event
-	h := HandlerFunc(func(ctx context.Context, ev *Event) ([]Message, error) {
+	var got *dedup.Event
+	h := dedup.HandlerFunc(func(ctx context.Context, ev *dedup.Event) ([]dedup.Message, error) {
 		got = ev
 		return nil, nil
 	})
@@ -125,14 +128,14 @@ func TestHandlerSeesTheRecord(t *testing.T) {
 // the event: under goka's runtime the callback fails, so goka commits no
 // offset for it.
 func TestHandlerInterruptedIsNotDeadLettered(t *testing.T) {
-	topo := &Topology{Group: "g", Input: "in", Outputs: []string{"out"}, DLQ: "dlq", HandlerRetries: 3, RetryBackoff: time.Hour,
-		Table: Table{KeyType: KeyEventID, Retention: time.Hour}, IDSource: JSONField("eventId").src}
+	topo := &dedup.Topology{Group: "g", Input: "in", Outputs: []string{"out"}, DLQ: "dlq", HandlerRetries: 3, RetryBackoff: time.Hour,
+		Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: codecs.DefaultIDSource()}
 	tests := []struct {
 		name    string
-		handler HandlerFunc
+		handler dedup.HandlerFunc
 	}{
-		{"returns ctx.Err()", func(ctx context.Context, _ *Event) ([]Message, error) { return nil, ctx.Err() }},
-		{"fails, then the backoff is cut short", func(ctx context.Context, _ *Event) ([]Message, error) {
+		{"returns ctx.Err()", func(ctx context.Context, _ *dedup.Event) ([]dedup.Message, error) { return nil, ctx.Err() }},
+		{"fails, then the backoff is cut short", func(ctx context.Context, _ *dedup.Event) ([]dedup.Message, error) {
 			return nil, errors.New("downstream down")
 		}},
 	}
@@ -146,9 +149,9 @@ func TestHandlerInterruptedIsNotDeadLettered(t *testing.T) {
 				time.AfterFunc(10*time.Millisecond, cancel)
 			}
 			defer cancel()
-			_, reason, err := topo.handle(ctx, &Event{EventID: "e1"})
-			if !errors.Is(err, ErrInterrupted) || reason != "" {
-				t.Fatalf("handle: reason %q err %v, want ErrInterrupted and no dead-letter reason", reason, err)
+			_, reason, err := handle(topo, ctx, &dedup.Event{EventID: "e1"})
+			if !errors.Is(err, dedup.ErrInterrupted) || reason != "" {
+				t.Fatalf("handle: reason %q err %v, want dedup.ErrInterrupted and no dead-letter reason", reason, err)
 			}
 		})
 	}
@@ -166,7 +169,7 @@ func TestRetryBudget(t *testing.T) {
 		{10, time.Second, 1023 * time.Second},
 	}
 	for _, tt := range tests {
-		tp := &Topology{HandlerRetries: tt.retries, RetryBackoff: tt.backoff}
+		tp := &dedup.Topology{HandlerRetries: tt.retries, RetryBackoff: tt.backoff}
 		if got := tp.RetryBudget(); got != tt.want {
 			t.Errorf("%d retries from %v: budget %v, want %v", tt.retries, tt.backoff, got, tt.want)
 		}

@@ -1,0 +1,72 @@
+package engine
+
+import (
+	"github.com/dedupkit/dedup"
+
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+
+	"github.com/lovoo/goka"
+)
+
+// RecordLimiter is a goka.Context of a runtime that knows the largest
+// record its producer sends. The topology checks every record of an event
+// against it before writing any: a record the producer or a topic refuses
+// would fail the whole transaction again at every retry, stopping every
+// partition of the member for good, where a dead letter stops only that
+// event.
+type RecordLimiter interface {
+	MaxRecordBytes() int
+}
+
+func maxRecord(ctx goka.Context) int {
+	if l, ok := ctx.(RecordLimiter); ok {
+		return l.MaxRecordBytes()
+	}
+	return 0
+}
+
+// checkSizes reports the first message larger than limit (0: no limit).
+func checkSizes(outs []dedup.Message, outputs []string, limit int) error {
+	if limit <= 0 {
+		return nil
+	}
+	for i, m := range outs {
+		if n := dedup.RecordSize(m.Key, m.Value, m.Headers); n > limit {
+			topic := m.Topic
+			if topic == "" {
+				topic = outputs[0]
+			}
+			return fmt.Errorf("message %d to %s is %d bytes, more than the %d bytes a record may have "+
+				"(the producer's limit, or the smallest max.message.bytes of the topics the worker writes)", i, topic, n, limit)
+		}
+	}
+	return nil
+}
+
+// fitDeadLetter cuts value so that the dead-letter record fits limit,
+// adding the original size and SHA-256 to its headers; value as it is when
+// it fits or limit is 0.
+func fitDeadLetter(key string, value []byte, h dedup.Headers, limit int) ([]byte, dedup.Headers) {
+	if limit <= 0 || dedup.RecordSize(key, value, h) <= limit {
+		return value, h
+	}
+	sum := sha256.Sum256(value)
+	h = append(h,
+		dedup.Header{Key: dedup.HeaderDLQOriginalSize, Value: []byte(strconv.Itoa(len(value)))},
+		dedup.Header{Key: dedup.HeaderDLQOriginalSHA256, Value: []byte(hex.EncodeToString(sum[:]))})
+	room := limit - dedup.RecordSize(key, nil, h)
+	if room < 0 { // headers alone too large: keep the reason and position only
+		var kept dedup.Headers
+		for _, x := range h {
+			switch x.Key {
+			case dedup.HeaderDLQReason, dedup.HeaderDLQGroup, dedup.HeaderDLQTopic, dedup.HeaderDLQPartition, dedup.HeaderDLQOffset, dedup.HeaderDLQOriginalSize, dedup.HeaderDLQOriginalSHA256:
+				kept = append(kept, x)
+			}
+		}
+		h, room = kept, limit-dedup.RecordSize(key, nil, kept)
+	}
+	return value[:max(0, min(room, len(value)))], h
+}
