@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dedupkit/dedup/internal/memlimit"
+	"github.com/dedupkit/dedup/memlimit"
 )
 
 // memCgroup is a memory cgroup with a hard limit for one contender process:

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/dedupkit/dedup/atleastonce"
-	"github.com/dedupkit/dedup/internal/memlimit"
+	"github.com/dedupkit/dedup/memlimit"
 	"github.com/dedupkit/dedup/metrics"
 	"github.com/dedupkit/dedup/processor"
 )
@@ -76,7 +76,7 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 		return err
 	}
 	// After the runtime checked that the input exists.
-	if err := checkRetention(ctx, cfg, log); err != nil {
+	if err := processor.CheckRetention(ctx, processor.Config{Brokers: cfg.Brokers, Security: cfg.Security, Logger: log}, topo, cfg.StrictRetention); err != nil {
 		return err
 	}
 

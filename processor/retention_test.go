@@ -1,4 +1,4 @@
-package main
+package processor
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/dedupkit/dedup"
 )
 
 // warnings is a slog.Handler that counts Warn records and signals the first.
@@ -62,14 +63,15 @@ func TestCheckRetentionWaitsOutADeadBroker(t *testing.T) {
 	defer live.Close()
 	serveMetadata(t, live, dead.Addr(), 2)
 	warn := newWarnings()
-	cfg := &Config{Brokers: []string{live.Addr()}, Input: "orders", Retention: time.Hour}
+	cfg := Config{Brokers: []string{live.Addr()}, Logger: slog.New(warn)}
+	topo := &dedup.Topology{Input: "orders", Table: dedup.Table{Retention: time.Hour}}
 
 	done := make(chan error, 1)
-	go func() { done <- checkRetention(context.Background(), cfg, slog.New(warn)) }()
+	go func() { done <- CheckRetention(context.Background(), cfg, topo, false) }()
 	select {
 	case <-warn.first: // the first attempt hit the dead broker
 	case err := <-done:
-		t.Fatalf("checkRetention returned before any retry: %v", err)
+		t.Fatalf("CheckRetention returned before any retry: %v", err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("no retry logged within 30s")
 	}
@@ -77,10 +79,10 @@ func TestCheckRetentionWaitsOutADeadBroker(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("checkRetention: %v", err)
+			t.Fatalf("CheckRetention: %v", err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("checkRetention still running 30s after the dead broker left the metadata")
+		t.Fatal("CheckRetention still running 30s after the dead broker left the metadata")
 	}
 	if got := warn.list(); !strings.Contains(got[0], "retrying") {
 		t.Errorf("first warning %q, want a retry", got[0])
@@ -94,9 +96,10 @@ func TestCheckRetentionStrictRefusesAtOnce(t *testing.T) {
 	defer live.Close()
 	serveMetadata(t, live, live.Addr(), 1)
 	warn := newWarnings()
-	cfg := &Config{Brokers: []string{live.Addr()}, Input: "orders", Retention: time.Second, StrictRetention: true}
+	cfg := Config{Brokers: []string{live.Addr()}, Logger: slog.New(warn)}
+	topo := &dedup.Topology{Input: "orders", Table: dedup.Table{Retention: time.Second}}
 
-	err := checkRetention(context.Background(), cfg, slog.New(warn))
+	err := CheckRetention(context.Background(), cfg, topo, true)
 	if err == nil || !strings.Contains(err.Error(), "refused by --strict-retention") || !strings.Contains(err.Error(), "5s") {
 		t.Fatalf("err = %v, want a refusal naming the topic's 5s", err)
 	}
