@@ -64,11 +64,14 @@ test-cluster:
 	KAFKA_BROKERS=$$($(CLUSTER_KAFKA) brokers) KAFKA_PROXY_ROUTES=$$($(CLUSTER_KAFKA) proxy-routes) \
 	  $(GO) test -count=1 -timeout 15m -run '$(CLUSTER_TESTS)' -v ./integration
 
-# Bounded fuzzing of the codecs (about 10 s each here): garbage must never panic.
+# Bounded fuzzing of the codecs and the engine's decode and dead-letter paths
+# (about 10 s each here): garbage must never panic, and a dead letter always fits.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) ./codecs
 	$(GO) test -run '^$$' -fuzz '^FuzzSeen$$' -fuzztime $(FUZZTIME) ./codecs
 	$(GO) test -run '^$$' -fuzz '^FuzzScanObject$$' -fuzztime $(FUZZTIME) ./codecs
+	$(GO) test -run '^$$' -fuzz '^FuzzPrepare$$' -fuzztime $(FUZZTIME) ./internal/engine
+	$(GO) test -run '^$$' -fuzz '^FuzzFitDeadLetter$$' -fuzztime $(FUZZTIME) ./internal/engine
 
 # A single local broker on 127.0.0.1:$${KAFKA_PORT:-9092} (KAFKA_NODES=3 for three).
 kafka-up:
