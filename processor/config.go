@@ -54,6 +54,17 @@ type Config struct {
 	SweepInterval time.Duration
 	SweepBatch    int
 
+	// Health (health.go): Ready turns false once a member aborted
+	// ReadyAbortLimit transactions in a row (default 5) or has held
+	// consumed records uncommitted for ReadyStallAfter (default 30s); Live
+	// turns false after LiveStallAfter (default 5m), for an orchestrator to
+	// restart the worker. Both bounds must exceed the commit interval and
+	// the transaction timeout (a commit may take that long before the
+	// coordinator aborts it), and LiveStallAfter ReadyStallAfter.
+	ReadyAbortLimit int
+	ReadyStallAfter time.Duration
+	LiveStallAfter  time.Duration
+
 	Logger *slog.Logger
 	Hooks  Hooks // nil: NopHooks
 
@@ -74,7 +85,7 @@ func (c *Config) setDefaults() {
 		c.Threads = 1
 	}
 	if c.TransactionTimeout == 0 {
-		c.TransactionTimeout = 10 * time.Second
+		c.TransactionTimeout = DefaultTransactionTimeout
 	}
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = 10 * time.Second
@@ -90,6 +101,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.Replication == 0 {
 		c.Replication = -1
+	}
+	if c.ReadyAbortLimit == 0 {
+		c.ReadyAbortLimit = DefaultReadyAbortLimit
+	}
+	if c.ReadyStallAfter == 0 {
+		c.ReadyStallAfter = DefaultReadyStallAfter
+	}
+	if c.LiveStallAfter == 0 {
+		c.LiveStallAfter = DefaultLiveStallAfter
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -114,11 +134,36 @@ func (c *Config) Validate() error {
 	if c.TransactionTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("transaction timeout %v: at least 1s", c.TransactionTimeout))
 	}
+	if c.ReadyAbortLimit < 1 {
+		errs = append(errs, fmt.Errorf("ready abort limit %d: at least 1", c.ReadyAbortLimit))
+	}
+	if floor := max(c.CommitInterval, c.TransactionTimeout); c.ReadyStallAfter <= floor {
+		errs = append(errs, fmt.Errorf("ready stall bound %v: must exceed the commit interval and the transaction timeout (%v)",
+			c.ReadyStallAfter, floor))
+	}
+	if c.LiveStallAfter <= c.ReadyStallAfter {
+		errs = append(errs, fmt.Errorf("live stall bound %v: must exceed the ready stall bound %v", c.LiveStallAfter, c.ReadyStallAfter))
+	}
 	if err := c.Security.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
+
+// The health bounds' defaults. A healthy worker commits every commit
+// interval; a commit that waits for a broker is aborted by the coordinator
+// after the transaction timeout (10s by default), and the member rejoins
+// within another session timeout. Thirty seconds without a commit is past
+// all of that; five minutes leaves an operator time to see the alert before
+// the orchestrator restarts the worker. Five aborts in a row is more than a
+// rebalance or a broker failover causes (one or two, each followed by a
+// commit) and about three seconds of a transaction that aborts every time.
+const (
+	DefaultTransactionTimeout = 10 * time.Second
+	DefaultReadyAbortLimit    = 5
+	DefaultReadyStallAfter    = 30 * time.Second
+	DefaultLiveStallAfter     = 5 * time.Minute
+)
 
 // Hooks receive the runtime's events; the metrics package implements them.
 // Calls come from every member's goroutines.

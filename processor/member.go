@@ -43,6 +43,7 @@ type member struct {
 	cancelSession context.CancelFunc
 	ready         atomic.Bool
 	fatal         error // set by the loop; read by run after Consume returned
+	health        memberHealth
 
 	// tablesMu guards the tables map (not the tables) against Lookup from
 	// HTTP handlers; the map changes only in Setup and Cleanup.
@@ -191,6 +192,7 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 		// hundreds of MiB it does not use. Hand it back now, once.
 		debug.FreeOSMemory()
 	}
+	m.health.assigned(sess.Claims())
 	m.txn, m.failed, m.committing, m.commitDue = newTxnState(), false, nil, false
 	m.in, m.stop, m.done = make(chan []inbound, 16), make(chan struct{}), make(chan struct{})
 	go m.loop(sess)
@@ -392,6 +394,7 @@ func (m *member) handleQueued(sess sarama.ConsumerGroupSession) {
 }
 
 func (m *member) handleBatch(sess sarama.ConsumerGroupSession, batch []inbound) {
+	m.health.consumed(time.Now(), batch)
 	for _, in := range batch {
 		m.handle(sess, in)
 	}

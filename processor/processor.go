@@ -16,10 +16,13 @@ import (
 
 // Processor runs a topology exactly-once with Config.Threads members.
 type Processor struct {
-	cfg        Config
-	topo       *dedup.Topology
+	cfg  Config
+	topo *dedup.Topology
+	// members is fixed once New returned: Health and Lookup read it from
+	// HTTP handlers while Run starts and closes them.
 	members    []*member
 	partitions int32 // of the input, the table and the loop
+	closed     bool  // by close; only New and Run call it, one after the other
 }
 
 // New validates, creates the topics the topology writes (the input must
@@ -166,22 +169,32 @@ func (p *Processor) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Ready reports whether every member has its partitions restored.
-func (p *Processor) Ready() bool {
-	for _, m := range p.members {
-		if !m.ready.Load() {
-			return false
-		}
+// Ready reports whether every member has its partitions restored and can
+// commit (Health).
+func (p *Processor) Ready() bool { return p.Health().Ready }
+
+// Live reports whether no member has held consumed records uncommitted for
+// Config.LiveStallAfter (Health).
+func (p *Processor) Live() bool { return p.Health().Live }
+
+// Health reports readiness and liveness with the reasons (health.go).
+func (p *Processor) Health() Health {
+	states := make([]memberState, len(p.members))
+	for i, m := range p.members {
+		states[i] = memberState{restored: m.ready.Load(), healthSnapshot: m.health.snapshot()}
 	}
-	return true
+	return judge(time.Now(), p.cfg.healthLimits(), states)
 }
 
 func (p *Processor) close() {
+	if p.closed {
+		return
+	}
+	p.closed = true
 	for _, m := range p.members {
 		m.group.Close()
 		m.client.Close()
 	}
-	p.members = nil
 }
 
 // drainGroupErrors logs the group's asynchronous errors, and stops the

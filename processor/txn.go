@@ -167,6 +167,7 @@ func (m *member) abort(cause error) {
 		m.hooks.Fenced()
 	}
 	m.hooks.TxnAborted(reason)
+	m.health.aborted()
 	m.log.Warn("transaction failed, aborting", "err", describe(cause), "fenced", fenced)
 	m.flush(&m.txn)
 	m.txn = newTxnState()

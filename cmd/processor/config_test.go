@@ -33,6 +33,9 @@ func TestParseConfigDefaultsAndEnv(t *testing.T) {
 	if strings.Join(cfg.Brokers, ",") != "a:1,b:2" || cfg.Group != "flag-group" || cfg.Retention != time.Hour {
 		t.Fatalf("env or precedence wrong: %+v", cfg)
 	}
+	if cfg.ReadyAbortLimit != 5 || cfg.ReadyStallAfter != 30*time.Second || cfg.LiveStallAfter != 5*time.Minute {
+		t.Fatalf("health defaults: %d %v %v", cfg.ReadyAbortLimit, cfg.ReadyStallAfter, cfg.LiveStallAfter)
+	}
 	if cfg.IDSourceHeader != "ce_source" {
 		t.Fatalf("--id-header=ce_id should default --id-source-header to ce_source, got %q", cfg.IDSourceHeader)
 	}
@@ -74,6 +77,14 @@ func TestParseConfigNamesTheBadFlag(t *testing.T) {
 		{"negative memory limit ratio", required, map[string]string{"PROCESSOR_MEMORY_LIMIT_RATIO": "-0.1"}, "--memory-limit-ratio: -0.1"},
 		{"NaN memory limit ratio", append(required, "--memory-limit-ratio", "NaN"), nil, "--memory-limit-ratio: NaN"},
 		{"bad log level", append(required, "--log-level", "loud"), nil, "--log-level:"},
+		{"zero abort limit", append(required, "--ready-abort-limit", "0"), nil, "--ready-abort-limit: 0: at least 1"},
+		{"ready stall within the transaction timeout", append(required, "--ready-stall-after", "10s"), nil,
+			"--ready-stall-after: 10s: must exceed --commit-interval and the transaction timeout (10s)"},
+		{"ready stall within the commit interval", append(required, "--ready-stall-after", "20s", "--commit-interval", "30s"), nil,
+			"--ready-stall-after: 20s: must exceed --commit-interval and the transaction timeout (30s)"},
+		{"live stall within the ready stall", required, map[string]string{"PROCESSOR_LIVE_STALL_AFTER": "30s"}, "--live-stall-after: 30s: must exceed --ready-stall-after (30s)"},
+		{"health bound with at-least-once", append(required, "--guarantee", "at-least-once", "--live-stall-after", "10m"), nil,
+			"--live-stall-after: 10m0s: exactly-once only"},
 		{"stray argument", append(required, "extra"), nil, "unexpected arguments"},
 	}
 	for _, tt := range tests {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -45,6 +46,7 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 		w, err = processor.New(ctx, processor.Config{
 			Brokers: cfg.Brokers, Security: cfg.Security, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
 			Threads: cfg.Threads, SessionTimeout: cfg.SessionTimeout, SweepInterval: cfg.SweepInterval, Replication: int16(cfg.Replication), Logger: log,
+			ReadyAbortLimit: cfg.ReadyAbortLimit, ReadyStallAfter: cfg.ReadyStallAfter, LiveStallAfter: cfg.LiveStallAfter,
 			Hooks: metrics.NewRuntime(reg, m, cfg.Group),
 		}, topo)
 	default:
@@ -62,11 +64,14 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 		return err
 	}
 
+	health := workerHealth(w)
+	metrics.RegisterHealth(reg, cfg.Group, health)
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	waitHTTP := func() error { return nil }
 	if cfg.HTTPAddr != "" {
-		mux := metrics.Handler(reg, w.Ready)
+		mux := metrics.Handler(reg, health)
 		mux.Handle("GET /v1/seen/{id}", seenHandler(cfg, w))
 		waitHTTP, err = metrics.Serve(ctx, cfg.HTTPAddr, mux, log)
 		if err != nil {
@@ -80,4 +85,31 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	err = errors.Join(runErr, waitHTTP())
 	log.Info("worker stopped", "err", err)
 	return err
+}
+
+// workerHealth is the runtime's health as the HTTP endpoints tell it.
+func workerHealth(w worker) func() metrics.Health {
+	p, ok := w.(*processor.Processor)
+	if !ok {
+		// goka's runtime: ready once its tables are recovered; nothing
+		// watches its commits, so it is always live.
+		return func() metrics.Health {
+			h := metrics.Health{Ready: w.Ready(), Live: true}
+			if !h.Ready {
+				h.Reasons = []string{"partitions are being assigned or their tables restored"}
+			}
+			return h
+		}
+	}
+	return func() metrics.Health { return exactlyOnceHealth(p.Health(), time.Now()) }
+}
+
+func exactlyOnceHealth(ph processor.Health, now time.Time) metrics.Health {
+	h := metrics.Health{Ready: ph.Ready, Live: ph.Live, Reasons: ph.Reasons, ConsecutiveAborts: ph.ConsecutiveAborts,
+		UncommittedSeconds: ph.Uncommitted.Seconds(), CommitChecks: true}
+	if !ph.LastCommit.IsZero() {
+		s := now.Sub(ph.LastCommit).Seconds()
+		h.SinceCommitSeconds = &s
+	}
+	return h
 }
