@@ -67,9 +67,7 @@ type healthSnapshot struct {
 func (h *memberHealth) consumed(now time.Time, batch []inbound) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.pending == nil {
-		h.pending = map[topicPartition]time.Time{}
-	}
+	h.init()
 	var last topicPartition
 	for i, in := range batch {
 		tp := topicPartition{in.msg.Topic, in.msg.Partition}
@@ -89,6 +87,7 @@ func (h *memberHealth) consumed(now time.Time, batch []inbound) {
 func (h *memberHealth) committed(now, sealed time.Time, done, open map[string]map[int32]int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.init()
 	h.aborts = 0
 	h.lastCommit = now
 	for topic, parts := range done {
@@ -100,6 +99,12 @@ func (h *memberHealth) committed(now, sealed time.Time, done, open map[string]ma
 				delete(h.pending, tp)
 			}
 		}
+	}
+}
+
+func (h *memberHealth) init() {
+	if h.pending == nil {
+		h.pending = map[topicPartition]time.Time{}
 	}
 }
 

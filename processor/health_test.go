@@ -125,6 +125,17 @@ func TestHealth(t *testing.T) {
 
 // The worker is as healthy as its sickest member, and its last commit is the
 // latest of any.
+// The member's loop may commit before it noted a batch (tests handle
+// records directly): a zero memberHealth takes every call.
+func TestHealthZeroValue(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var h memberHealth
+	commit(1, 0, []int32{0}, []int32{0})(&h, t0)
+	if s := h.snapshot(); !s.oldest.Equal(t0) || !s.lastCommit.Equal(at(1, t0)) {
+		t.Fatalf("%+v", s)
+	}
+}
+
 func TestHealthOfSeveralMembers(t *testing.T) {
 	lim := healthLimits{abortLimit: 5, readyStall: 30 * time.Second, liveStall: 5 * time.Minute}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
