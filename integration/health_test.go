@@ -13,6 +13,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/internal/netfault"
 	"github.com/dedupkit/dedup/metrics"
 )
 
@@ -41,7 +42,7 @@ func TestHealthOfAWorkerThatCannotCommit(t *testing.T) {
 	big := e.produce(kafkatest.Record{Key: "b", Value: bigEvent("big")})
 	refused := time.Now()
 	h = p.waitHealth("/readyz", http.StatusServiceUnavailable, time.Minute, func(h metrics.Health) bool { return h.ConsecutiveAborts >= 3 })
-	t.Logf("/readyz 503 %v after the refused record: %+v", time.Since(refused).Round(time.Millisecond), h)
+	t.Logf("/readyz 503 %v after the refused record: %s", time.Since(refused).Round(time.Millisecond), asJSON(h))
 	if !strings.Contains(strings.Join(h.Reasons, "; "), "transactions aborted in a row (not ready from 3)") {
 		t.Errorf("/readyz reasons %q do not name the aborts", h.Reasons)
 	}
@@ -53,7 +54,7 @@ func TestHealthOfAWorkerThatCannotCommit(t *testing.T) {
 	}
 
 	h = p.waitHealth("/healthz", http.StatusServiceUnavailable, time.Minute, nil)
-	t.Logf("/healthz 503 %v after the refused record: %+v", time.Since(refused).Round(time.Millisecond), h)
+	t.Logf("/healthz 503 %v after the refused record: %s", time.Since(refused).Round(time.Millisecond), asJSON(h))
 	if h.UncommittedSeconds < liveStall.Seconds() || !strings.Contains(strings.Join(h.Reasons, "; "), "not live from 16s") {
 		t.Errorf("/healthz 503 with %+v", h)
 	}
@@ -72,6 +73,67 @@ func TestHealthOfAWorkerThatCannotCommit(t *testing.T) {
 		t.Errorf("dedup_consecutive_aborts = %v after a commit, want 0", n)
 	}
 	p.term()
+}
+
+// A worker cut off from the broker while it holds consumed records cannot
+// commit them, and may not even see an error: its commit waits on held
+// connections (a blackhole). Nothing aborts, so only the records' wait can
+// tell: /readyz must turn 503 at --ready-stall-after, /healthz at
+// --live-stall-after, and both must be 200 again once the worker, back on
+// the network, has committed.
+func TestHealthOfAWorkerCutOffWithUncommittedRecords(t *testing.T) {
+	routes := proxyRoutes(t)
+	e := newEnv(t, 1)
+	px, err := netfault.Start(routes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	group := e.group("health-cut")
+	// A 5 s commit interval, so that the worker is cut off holding records
+	// (the cut comes within a poll of the record's processing).
+	p := startProc(t, buildProcessor(t), append(workerArgs(e, group, t.TempDir(), "--commit-interval", "5s",
+		"--ready-stall-after", "11s", "--live-stall-after", "16s"), "--brokers", px.Addrs())...)
+	p.waitHealth("/readyz", http.StatusOK, time.Minute, nil)
+
+	var sent []kafkatest.Record
+	for attempt := 0; ; attempt++ {
+		processed := p.metric("dedup_events_processed_total")
+		sent = append(sent, e.produce(event(fmt.Sprintf("cut-%d", attempt), "a"))...)
+		p.waitMetric("dedup_events_processed_total", time.Minute, func(v float64) bool { return v > processed })
+		px.Blackhole()
+		if _, h, err := p.health("/readyz"); err != nil || h.UncommittedSeconds > 0 {
+			break // cut off holding the record
+		}
+		if attempt == 3 { // each time the commit came first: a 5 s interval, a 0.1 s poll
+			t.Fatal("the worker committed each record before it was cut off")
+		}
+		px.Heal()
+	}
+	cut := time.Now()
+	h := p.waitHealth("/readyz", http.StatusServiceUnavailable, time.Minute, func(h metrics.Health) bool {
+		return strings.Contains(strings.Join(h.Reasons, "; "), "not committed (not ready from 11s)")
+	})
+	t.Logf("/readyz 503 %v after the cut: %s", time.Since(cut).Round(time.Millisecond), asJSON(h))
+	h = p.waitHealth("/healthz", http.StatusServiceUnavailable, time.Minute, nil)
+	t.Logf("/healthz 503 %v after the cut: %s", time.Since(cut).Round(time.Millisecond), asJSON(h))
+	if !strings.Contains(strings.Join(h.Reasons, "; "), "not committed (not live from 16s)") {
+		t.Errorf("/healthz reasons %q", h.Reasons)
+	}
+
+	px.Heal()
+	healed := time.Now()
+	p.waitHealth("/readyz", http.StatusOK, 2*time.Minute, nil)
+	h = p.waitHealth("/healthz", http.StatusOK, time.Minute, nil)
+	t.Logf("/readyz and /healthz 200 %v after healing: %s", time.Since(healed).Round(time.Millisecond), asJSON(h))
+	e.waitProcessed(group)
+	e.exactlyOnce(sent)
+	p.term()
+}
+
+func asJSON(h metrics.Health) string {
+	b, _ := json.Marshal(h)
+	return string(b)
 }
 
 // bigEvent is an envelope of about 4 KiB.

@@ -54,6 +54,7 @@ type memberHealth struct {
 	aborts     int
 	lastCommit time.Time
 	pending    map[topicPartition]time.Time // consumed and not committed, since
+	paused     time.Time                    // restoring since; zero: not
 }
 
 // healthSnapshot is memberHealth at one moment.
@@ -116,15 +117,22 @@ func (h *memberHealth) aborted() {
 	h.mu.Unlock()
 }
 
-// assigned notes a new session's claims: records of partitions that moved
-// to another member are that member's to commit now. When nothing pending
-// is left, the aborts are forgotten too: what failed is no longer this
-// member's work. (A transaction of sweeper tombstones alone has no input
-// records; were it to abort in every session, the input records that come
-// next abort too, and those are counted.)
-func (h *memberHealth) assigned(claims map[string][]int32) {
+// restoring notes that a new session with claims starts restoring its
+// tables at now. Records of partitions that moved to another member are that
+// member's to commit now. When nothing pending is left, the aborts are
+// forgotten too: what failed is no longer this member's work. (A
+// transaction of sweeper tombstones alone has no input records; were it to
+// abort in every session, the input records that come next abort too, and
+// those are counted.) The pending records' wait stops until restored: a
+// restore is progress, and a long one (a rebalance that brought partitions
+// with big tables) must not make the worker look wedged, or it would be
+// restarted into the same restore.
+func (h *memberHealth) restoring(now time.Time, claims map[string][]int32) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.paused.IsZero() {
+		h.paused = now
+	}
 	for tp := range h.pending {
 		if !claimed(claims, tp) {
 			delete(h.pending, tp)
@@ -133,6 +141,20 @@ func (h *memberHealth) assigned(claims map[string][]int32) {
 	if len(h.pending) == 0 {
 		h.aborts = 0
 	}
+}
+
+// restored notes that the restore begun by restoring ended at now (done or
+// failed): the pending records' wait goes on from where it stopped.
+func (h *memberHealth) restored(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.paused.IsZero() {
+		return
+	}
+	for tp, since := range h.pending {
+		h.pending[tp] = since.Add(now.Sub(h.paused))
+	}
+	h.paused = time.Time{}
 }
 
 func claimed(claims map[string][]int32, tp topicPartition) bool {
@@ -144,7 +166,9 @@ func claimed(claims map[string][]int32, tp topicPartition) bool {
 	return false
 }
 
-func (h *memberHealth) snapshot() healthSnapshot {
+// snapshot is h at now; while restoring, the pending records' wait is
+// what it was when the restore began.
+func (h *memberHealth) snapshot(now time.Time) healthSnapshot {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := healthSnapshot{aborts: h.aborts, lastCommit: h.lastCommit}
@@ -152,6 +176,9 @@ func (h *memberHealth) snapshot() healthSnapshot {
 		if s.oldest.IsZero() || since.Before(s.oldest) {
 			s.oldest = since
 		}
+	}
+	if !s.oldest.IsZero() && !h.paused.IsZero() {
+		s.oldest = s.oldest.Add(now.Sub(h.paused))
 	}
 	return s
 }

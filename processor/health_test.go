@@ -49,8 +49,15 @@ func aborts(n int) step {
 	}
 }
 
-func assign(ps ...int32) step {
-	return func(h *memberHealth, _ time.Time) { h.assigned(map[string][]int32{"in": ps, "loop": ps}) }
+// rejoin is a new session claiming ps at second s whose restore takes
+// restore seconds; restore < 0: it is still restoring.
+func rejoin(s, restore float64, ps ...int32) step {
+	return func(h *memberHealth, t0 time.Time) {
+		h.restoring(at(s, t0), map[string][]int32{"in": ps, "loop": ps})
+		if restore >= 0 {
+			h.restored(at(s+restore, t0))
+		}
+	}
 }
 
 func TestHealth(t *testing.T) {
@@ -90,12 +97,19 @@ func TestHealth(t *testing.T) {
 		{name: "a commit after aborts", restored: true, now: 10, ready: true, live: true,
 			steps: []step{consume(0, 0), aborts(7), commit(9, 8, []int32{0}, nil)}},
 		{name: "an abort keeps the records' clock through the rejoin", restored: true, now: 301, ready: false, live: false,
-			steps:  []step{consume(0, 0), abort(), assign(0, 1), consume(2, 0), abort(), assign(0, 1), consume(200, 0)},
-			reason: "not live", aborts: 2, uncommitted: 301 * time.Second},
+			steps:  []step{consume(0, 0), abort(), rejoin(1, 0.5, 0, 1), consume(2, 0), abort(), rejoin(3, 0.5, 0, 1), consume(200, 0)},
+			reason: "not live", aborts: 2, uncommitted: 300 * time.Second},
+		{name: "a restore stops the records' clock", restored: true, now: 420, ready: true, live: true,
+			steps: []step{consume(0, 0), abort(), rejoin(10, 400, 0)}, aborts: 1, uncommitted: 20 * time.Second},
+		{name: "while restoring", restored: false, now: 420, ready: false, live: true,
+			steps: []step{consume(0, 0), abort(), rejoin(10, -1, 0)}, reason: "tables restored", aborts: 1, uncommitted: 10 * time.Second},
+		{name: "a failed restore and another", restored: true, now: 100, ready: false, live: true,
+			steps: []step{consume(0, 0), abort(), rejoin(10, 5, 0), rejoin(16, 4, 0)}, reason: "consumed 1m31s ago", aborts: 1,
+			uncommitted: 91 * time.Second},
 		{name: "aborted work that moved to another member", restored: true, now: 400, ready: true, live: true,
-			steps: []step{consume(0, 0), aborts(6), assign(1, 2)}},
+			steps: []step{consume(0, 0), aborts(6), rejoin(1, 1, 1, 2)}},
 		{name: "aborted work partly kept", restored: true, now: 40, ready: false, live: true,
-			steps: []step{consume(0, 0), consume(0, 1), aborts(6), assign(1)}, reason: "6 transactions aborted", aborts: 6,
+			steps: []step{consume(0, 0), consume(0, 1), aborts(6), rejoin(1, 0, 1)}, reason: "6 transactions aborted", aborts: 6,
 			uncommitted: 40 * time.Second},
 	}
 	for _, tt := range tests {
@@ -105,7 +119,7 @@ func TestHealth(t *testing.T) {
 			for _, s := range tt.steps {
 				s(&h, t0)
 			}
-			got := judge(at(tt.now, t0), lim, []memberState{{restored: tt.restored, healthSnapshot: h.snapshot()}})
+			got := judge(at(tt.now, t0), lim, []memberState{{restored: tt.restored, healthSnapshot: h.snapshot(at(tt.now, t0))}})
 			if got.Ready != tt.ready || got.Live != tt.live {
 				t.Fatalf("ready %v live %v, want %v %v (reasons %q)", got.Ready, got.Live, tt.ready, tt.live, got.Reasons)
 			}
@@ -131,7 +145,7 @@ func TestHealthZeroValue(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var h memberHealth
 	commit(1, 0, []int32{0}, []int32{0})(&h, t0)
-	if s := h.snapshot(); !s.oldest.Equal(t0) || !s.lastCommit.Equal(at(1, t0)) {
+	if s := h.snapshot(at(2, t0)); !s.oldest.Equal(t0) || !s.lastCommit.Equal(at(1, t0)) {
 		t.Fatalf("%+v", s)
 	}
 }
@@ -145,7 +159,7 @@ func TestHealthOfSeveralMembers(t *testing.T) {
 	consume(0, 1)(&stuck, t0)
 	aborts(3)(&stuck, t0)
 	got := judge(at(100, t0), lim, []memberState{
-		{restored: true, healthSnapshot: fine.snapshot()}, {restored: true, healthSnapshot: stuck.snapshot()}})
+		{restored: true, healthSnapshot: fine.snapshot(at(100, t0))}, {restored: true, healthSnapshot: stuck.snapshot(at(100, t0))}})
 	if got.Ready || !got.Live || got.ConsecutiveAborts != 3 || got.Uncommitted != 100*time.Second || !got.LastCommit.Equal(at(100, t0)) {
 		t.Fatalf("%+v", got)
 	}

@@ -152,6 +152,10 @@ func (m *member) closeProducer() {
 func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	m.hooks.Rebalanced()
 	m.ready.Store(false)
+	// Uncommitted records of moved partitions are dropped; the others' wait
+	// stops while the tables are restored (health.go).
+	m.health.restoring(time.Now(), sess.Claims())
+	defer func() { m.health.restored(time.Now()) }()
 	m.tablesMu.Lock()
 	m.tables = map[int32]*partitionTable{}
 	m.tablesMu.Unlock()
@@ -192,7 +196,6 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 		// hundreds of MiB it does not use. Hand it back now, once.
 		debug.FreeOSMemory()
 	}
-	m.health.assigned(sess.Claims())
 	m.txn, m.failed, m.committing, m.commitDue = newTxnState(), false, nil, false
 	m.in, m.stop, m.done = make(chan []inbound, 16), make(chan struct{}), make(chan struct{})
 	go m.loop(sess)

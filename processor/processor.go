@@ -179,11 +179,12 @@ func (p *Processor) Live() bool { return p.Health().Live }
 
 // Health reports readiness and liveness with the reasons (health.go).
 func (p *Processor) Health() Health {
+	now := time.Now()
 	states := make([]memberState, len(p.members))
 	for i, m := range p.members {
-		states[i] = memberState{restored: m.ready.Load(), healthSnapshot: m.health.snapshot()}
+		states[i] = memberState{restored: m.ready.Load(), healthSnapshot: m.health.snapshot(now)}
 	}
-	return judge(time.Now(), p.cfg.healthLimits(), states)
+	return judge(now, p.cfg.healthLimits(), states)
 }
 
 func (p *Processor) close() {
