@@ -56,11 +56,11 @@ type Config struct {
 
 	// Health (health.go): Ready turns false once a member aborted
 	// ReadyAbortLimit transactions in a row (default 5) or has held
-	// consumed records uncommitted for ReadyStallAfter (default 30s); Live
-	// turns false after LiveStallAfter (default 5m), for an orchestrator to
-	// restart the worker. Both bounds must exceed the commit interval and
-	// the transaction timeout (a commit may take that long before the
-	// coordinator aborts it), and LiveStallAfter ReadyStallAfter.
+	// consumed records uncommitted for ReadyStallAfter; Live turns false
+	// after LiveStallAfter, for an orchestrator to restart the worker
+	// (defaults: StallBounds). ReadyStallAfter must exceed the commit
+	// interval and the transaction timeout (a commit may take that long
+	// before the coordinator aborts it), LiveStallAfter ReadyStallAfter.
 	ReadyAbortLimit int
 	ReadyStallAfter time.Duration
 	LiveStallAfter  time.Duration
@@ -105,12 +105,7 @@ func (c *Config) setDefaults() {
 	if c.ReadyAbortLimit == 0 {
 		c.ReadyAbortLimit = DefaultReadyAbortLimit
 	}
-	if c.ReadyStallAfter == 0 {
-		c.ReadyStallAfter = DefaultReadyStallAfter
-	}
-	if c.LiveStallAfter == 0 {
-		c.LiveStallAfter = DefaultLiveStallAfter
-	}
+	c.ReadyStallAfter, c.LiveStallAfter = StallBounds(c.CommitInterval, c.TransactionTimeout, c.ReadyStallAfter, c.LiveStallAfter)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -160,12 +155,28 @@ func (c *Config) Validate() error {
 // means every one fails, and is about three seconds of a record that aborts
 // every transaction (26 aborts in 16 s in one run of
 // TestHealthOfAWorkerThatCannotCommit).
+//
+// A long commit interval raises the ready bound's default to the interval
+// plus the transaction timeout (records wait for the interval's end, then
+// for the commit), and the live bound's to twice the ready bound.
 const (
 	DefaultTransactionTimeout = 10 * time.Second
 	DefaultReadyAbortLimit    = 5
 	DefaultReadyStallAfter    = 30 * time.Second
 	DefaultLiveStallAfter     = 5 * time.Minute
 )
+
+// StallBounds is the ready and live stall bounds for a commit interval and
+// transaction timeout, where ready or live 0 takes its default.
+func StallBounds(commitInterval, txnTimeout, ready, live time.Duration) (time.Duration, time.Duration) {
+	if ready == 0 {
+		ready = max(DefaultReadyStallAfter, commitInterval+txnTimeout)
+	}
+	if live == 0 {
+		live = max(DefaultLiveStallAfter, 2*ready)
+	}
+	return ready, live
+}
 
 // Hooks receive the runtime's events; the metrics package implements them.
 // Calls come from every member's goroutines.
