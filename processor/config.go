@@ -147,9 +147,8 @@ func (c *Config) Validate() error {
 
 // The health bounds' defaults. A healthy worker commits every commit
 // interval; a commit that waits for a broker is aborted by the coordinator
-// after the transaction timeout (10s by default), and the member rejoins
-// within another session timeout. Thirty seconds without a commit is past
-// all of that; five minutes leaves an operator time to see the alert before
+// after the transaction timeout (10s by default). Thirty seconds of records
+// waiting for their commit is well past that; five minutes leaves an operator time to see the alert before
 // the orchestrator restarts the worker. A rebalance or a broker failover
 // aborts the transaction in flight and the next one commits; five in a row
 // means every one fails, and is about three seconds of a record that aborts
