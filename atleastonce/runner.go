@@ -305,7 +305,10 @@ func (r *Runner) failedOnDamage(err error) bool {
 // fails when another instance holds that partition.
 func (r *Runner) Get(key string) (any, error) { return r.current().Get(key) }
 
-// Ready reports whether every assigned partition's table is recovered.
+// Ready reports whether every assigned partition's table is recovered. Unlike
+// the exactly-once runtime's (processor.Health), it does not watch commits:
+// goka commits offsets on its own, and a worker whose offsets do not advance
+// stays ready and live.
 func (r *Runner) Ready() bool { return r.current().Recovered() }
 
 func (r *Runner) current() gokaProcessor { return *r.proc.Load() }

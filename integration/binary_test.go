@@ -93,10 +93,10 @@ func TestWorkerBinaryEndToEnd(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	if body := get(t, base+"/readyz"); !strings.Contains(body, "ready") {
+	if body := get(t, base+"/readyz"); !strings.Contains(body, `"ready":true`) {
 		t.Errorf("/readyz: %q", body)
 	}
-	if body := get(t, base+"/healthz"); !strings.Contains(body, "ok") {
+	if body := get(t, base+"/healthz"); !strings.Contains(body, `"live":true`) {
 		t.Errorf("/healthz: %q", body)
 	}
 

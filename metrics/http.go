@@ -13,21 +13,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Handler serves /metrics from g, /healthz (the process is up) and /readyz
-// (ready() is true: every assigned partition's table is recovered). Callers
-// may add routes to the returned mux.
-func Handler(g prometheus.Gatherer, ready func() bool) *http.ServeMux {
+// Handler serves /metrics from g, /healthz (200 while health() is live:
+// the worker need not be restarted) and /readyz (200 while it is ready:
+// every assigned partition's table is recovered and the worker commits),
+// each with health() as JSON, 503 otherwise. Callers may add routes to the
+// returned mux.
+func Handler(g prometheus.Gatherer, health func() Health) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
+		h := health()
+		serveHealth(w, h, h.Live)
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready() {
-			http.Error(w, "not ready: tables are recovering", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
+		h := health()
+		serveHealth(w, h, h.Ready)
 	})
 	return mux
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,8 +21,9 @@ func TestHandler(t *testing.T) {
 	m.Skipped(1)
 	m.DeadLettered("not-json")
 	m.TableSize(3, 42)
-	var ready atomic.Bool
-	srv := httptest.NewServer(Handler(reg, ready.Load))
+	var health atomic.Pointer[Health]
+	health.Store(&Health{Live: true, Reasons: []string{"tables restored"}})
+	srv := httptest.NewServer(Handler(reg, func() Health { return *health.Load() }))
 	defer srv.Close()
 
 	get := func(path string) (int, string) {
@@ -48,12 +50,58 @@ func TestHandler(t *testing.T) {
 	if code, _ := get("/healthz"); code != 200 {
 		t.Errorf("/healthz = %d", code)
 	}
-	if code, _ := get("/readyz"); code != http.StatusServiceUnavailable {
-		t.Errorf("/readyz while recovering = %d, want 503", code)
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"reasons":["tables restored"]`) {
+		t.Errorf("/readyz while recovering = %d %s, want 503 with the reason", code, body)
 	}
-	ready.Store(true)
+	health.Store(&Health{Ready: true, Live: true})
 	if code, _ := get("/readyz"); code != 200 {
 		t.Errorf("/readyz when ready = %d", code)
+	}
+}
+
+// Each endpoint answers its own question, with the whole report as the body.
+func TestHealthEndpoints(t *testing.T) {
+	since := 42.5
+	tests := []struct {
+		name            string
+		health          Health
+		readyz, healthz int
+		body            string
+	}{
+		{"ready and live", Health{Ready: true, Live: true, CommitChecks: true, SinceCommitSeconds: &since}, 200, 200,
+			`{"ready":true,"live":true,"consecutiveAborts":0,"uncommittedSeconds":0,"sinceCommitSeconds":42.5,"commitChecks":true}`},
+		{"aborting", Health{Live: true, Reasons: []string{"7 transactions aborted in a row"}, ConsecutiveAborts: 7, CommitChecks: true}, 503, 200,
+			`{"ready":false,"live":true,"reasons":["7 transactions aborted in a row"],"consecutiveAborts":7,"uncommittedSeconds":0,"commitChecks":true}`},
+		{"stalled", Health{Reasons: []string{"not live"}, UncommittedSeconds: 301, CommitChecks: true}, 503, 503,
+			`{"ready":false,"live":false,"reasons":["not live"],"consecutiveAborts":0,"uncommittedSeconds":301,"commitChecks":true}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			RegisterHealth(reg, "g1", func() Health { return tt.health })
+			srv := httptest.NewServer(Handler(reg, func() Health { return tt.health }))
+			defer srv.Close()
+			for path, want := range map[string]int{"/readyz": tt.readyz, "/healthz": tt.healthz} {
+				resp, err := http.Get(srv.URL + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != want || strings.TrimSpace(string(b)) != tt.body || resp.Header.Get("Content-Type") != "application/json" {
+					t.Errorf("%s = %d %s %s, want %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"), b, want, tt.body)
+				}
+			}
+			body := scrape(t, reg)
+			for _, want := range []string{
+				fmt.Sprintf(`dedup_consecutive_aborts{group="g1"} %d`, tt.health.ConsecutiveAborts),
+				fmt.Sprintf(`dedup_uncommitted_seconds{group="g1"} %v`, tt.health.UncommittedSeconds),
+			} {
+				if !strings.Contains(body, want) {
+					t.Errorf("/metrics lacks %q", want)
+				}
+			}
+		})
 	}
 }
 
@@ -107,7 +155,7 @@ func TestPartitionRevokedDropsItsSeries(t *testing.T) {
 
 func scrape(t *testing.T, reg *prometheus.Registry) string {
 	t.Helper()
-	srv := httptest.NewServer(Handler(reg, func() bool { return true }))
+	srv := httptest.NewServer(Handler(reg, func() Health { return Health{Ready: true, Live: true} }))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/metrics")
 	if err != nil {

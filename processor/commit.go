@@ -188,6 +188,7 @@ func (m *member) committed(pc *pendingCommit, err error) bool {
 		ss.t.store.DoneSealed(ss.delta)
 		m.reportTable(ss.p, ss.t.store)
 	}
+	m.health.committed(time.Now(), pc.start, pc.txn.offsets, m.txn.offsets)
 	m.hooks.TxnCommitted(time.Since(pc.start), pc.txn.sent)
 	return true
 }

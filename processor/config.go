@@ -56,6 +56,17 @@ type Config struct {
 	SweepInterval time.Duration
 	SweepBatch    int
 
+	// Health (health.go): Ready turns false once a member aborted
+	// ReadyAbortLimit transactions in a row (default 5) or has held
+	// consumed records uncommitted for ReadyStallAfter; Live turns false
+	// after LiveStallAfter, for an orchestrator to restart the worker
+	// (defaults: StallBounds). ReadyStallAfter must exceed the commit
+	// interval and the transaction timeout (a commit may take that long
+	// before the coordinator aborts it), LiveStallAfter ReadyStallAfter.
+	ReadyAbortLimit int
+	ReadyStallAfter time.Duration
+	LiveStallAfter  time.Duration
+
 	Logger *slog.Logger
 	// Registerer, when set, gets the worker's Prometheus metrics: the
 	// topology's outcomes (unless the topology has an Observer of its own)
@@ -77,9 +88,8 @@ type Config struct {
 
 // Defaults of Config, shared with the worker binary's flags.
 const (
-	DefaultCommitInterval     = 100 * time.Millisecond
-	DefaultTransactionTimeout = 10 * time.Second
-	DefaultSessionTimeout     = 10 * time.Second
+	DefaultCommitInterval = 100 * time.Millisecond
+	DefaultSessionTimeout = 10 * time.Second
 )
 
 func (c *Config) setDefaults() {
@@ -107,6 +117,10 @@ func (c *Config) setDefaults() {
 	if c.Replication == 0 {
 		c.Replication = -1
 	}
+	if c.ReadyAbortLimit == 0 {
+		c.ReadyAbortLimit = DefaultReadyAbortLimit
+	}
+	c.ReadyStallAfter, c.LiveStallAfter = StallBounds(c.CommitInterval, c.TransactionTimeout, c.ReadyStallAfter, c.LiveStallAfter)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -133,10 +147,52 @@ func (c *Config) Validate() error {
 	if c.TransactionTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("transaction timeout %v: at least 1s", c.TransactionTimeout))
 	}
+	if c.ReadyAbortLimit < 1 {
+		errs = append(errs, fmt.Errorf("ready abort limit %d: at least 1", c.ReadyAbortLimit))
+	}
+	if floor := max(c.CommitInterval, c.TransactionTimeout); c.ReadyStallAfter <= floor {
+		errs = append(errs, fmt.Errorf("ready stall bound %v: must exceed the commit interval and the transaction timeout (%v)",
+			c.ReadyStallAfter, floor))
+	}
+	if c.LiveStallAfter <= c.ReadyStallAfter {
+		errs = append(errs, fmt.Errorf("live stall bound %v: must exceed the ready stall bound %v", c.LiveStallAfter, c.ReadyStallAfter))
+	}
 	if err := c.Security.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// The health bounds' defaults. A healthy worker commits every commit
+// interval; a commit that waits for a broker is aborted by the coordinator
+// after the transaction timeout (10s by default). Thirty seconds of records
+// waiting for their commit is well past that; five minutes leaves an operator time to see the alert before
+// the orchestrator restarts the worker. A rebalance or a broker failover
+// aborts the transaction in flight and the next one commits; five in a row
+// means every one fails, and is about three seconds of a record that aborts
+// every transaction (26 aborts in 16 s in one run of
+// TestHealthOfAWorkerThatCannotCommit).
+//
+// A long commit interval raises the ready bound's default to the interval
+// plus the transaction timeout (records wait for the interval's end, then
+// for the commit), and the live bound's to twice the ready bound.
+const (
+	DefaultTransactionTimeout = 10 * time.Second
+	DefaultReadyAbortLimit    = 5
+	DefaultReadyStallAfter    = 30 * time.Second
+	DefaultLiveStallAfter     = 5 * time.Minute
+)
+
+// StallBounds is the ready and live stall bounds for a commit interval and
+// transaction timeout, where ready or live 0 takes its default.
+func StallBounds(commitInterval, txnTimeout, ready, live time.Duration) (time.Duration, time.Duration) {
+	if ready == 0 {
+		ready = max(DefaultReadyStallAfter, commitInterval+txnTimeout)
+	}
+	if live == 0 {
+		live = max(DefaultLiveStallAfter, 2*ready)
+	}
+	return ready, live
 }
 
 // Hooks receive the runtime's events; the metrics package implements them.

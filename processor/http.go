@@ -23,7 +23,7 @@ func (p *Processor) HTTPHandler() http.Handler {
 	if g == nil {
 		g = prometheus.NewRegistry() // an empty /metrics
 	}
-	mux := metrics.Handler(g, p.Ready)
+	mux := metrics.Handler(g, p.httpHealth)
 	mux.HandleFunc("GET /v1/seen/{id}", p.serveSeen)
 	return mux
 }
@@ -115,4 +115,16 @@ func Answer(l Lookup) (SeenAnswer, error) {
 		return SeenAnswer{}, fmt.Errorf("partition %d: %w", l.Partition, err)
 	}
 	return SeenAnswer{ID: l.Key, Found: true, Partition: &l.Partition, Record: RecordJSON(&rec)}, nil
+}
+
+// httpHealth is Health as /readyz, /healthz and the health gauges show it.
+func (p *Processor) httpHealth() metrics.Health {
+	ph := p.Health()
+	h := metrics.Health{Ready: ph.Ready, Live: ph.Live, Reasons: ph.Reasons, ConsecutiveAborts: ph.ConsecutiveAborts,
+		UncommittedSeconds: ph.Uncommitted.Seconds(), CommitChecks: true}
+	if !ph.LastCommit.IsZero() {
+		s := time.Since(ph.LastCommit).Seconds()
+		h.SinceCommitSeconds = &s
+	}
+	return h
 }

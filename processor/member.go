@@ -44,6 +44,7 @@ type member struct {
 	cancelSession context.CancelFunc
 	ready         atomic.Bool
 	fatal         error // set by the loop; read by run after Consume returned
+	health        memberHealth
 
 	// tablesMu guards the tables map (not the tables) against Lookup from
 	// HTTP handlers; the map changes only in Setup and Cleanup.
@@ -154,6 +155,10 @@ func (m *member) closeProducer() {
 func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	m.hooks.Rebalanced()
 	m.ready.Store(false)
+	// Uncommitted records of moved partitions are dropped; the others' wait
+	// stops while the tables are restored (health.go).
+	m.health.restoring(time.Now(), sess.Claims())
+	defer func() { m.health.restored(time.Now()) }()
 	m.tablesMu.Lock()
 	m.tables = map[int32]*partitionTable{}
 	m.tablesMu.Unlock()
@@ -401,6 +406,7 @@ func (m *member) handleQueued(sess sarama.ConsumerGroupSession) {
 }
 
 func (m *member) handleBatch(sess sarama.ConsumerGroupSession, batch []inbound) {
+	m.health.consumed(time.Now(), batch)
 	for _, in := range batch {
 		m.handle(sess, in)
 	}

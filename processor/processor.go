@@ -18,10 +18,13 @@ import (
 
 // Processor runs a topology exactly-once with Config.Threads members.
 type Processor struct {
-	cfg        Config
-	topo       *dedup.Topology
+	cfg  Config
+	topo *dedup.Topology
+	// members is fixed once New returned: Health and Lookup read it from
+	// HTTP handlers while Run starts and closes them.
 	members    []*member
 	partitions int32 // of the input, the table and the loop
+	closed     bool  // by close; only New and Run call it, one after the other
 }
 
 // New validates, creates the topics the topology writes (the input must
@@ -99,6 +102,9 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Processor, err
 			return nil, err
 		}
 		p.members = append(p.members, m)
+	}
+	if cfg.Registerer != nil {
+		metrics.RegisterHealth(cfg.Registerer, topo.Group, p.httpHealth)
 	}
 	return p, nil
 }
@@ -231,22 +237,33 @@ func (p *Processor) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Ready reports whether every member has its partitions restored.
-func (p *Processor) Ready() bool {
-	for _, m := range p.members {
-		if !m.ready.Load() {
-			return false
-		}
+// Ready reports whether every member has its partitions restored and can
+// commit (Health).
+func (p *Processor) Ready() bool { return p.Health().Ready }
+
+// Live reports whether no member has held consumed records uncommitted for
+// Config.LiveStallAfter (Health).
+func (p *Processor) Live() bool { return p.Health().Live }
+
+// Health reports readiness and liveness with the reasons (health.go).
+func (p *Processor) Health() Health {
+	now := time.Now()
+	states := make([]memberState, len(p.members))
+	for i, m := range p.members {
+		states[i] = memberState{restored: m.ready.Load(), healthSnapshot: m.health.snapshot(now)}
 	}
-	return true
+	return judge(now, p.cfg.healthLimits(), states)
 }
 
 func (p *Processor) close() {
+	if p.closed {
+		return
+	}
+	p.closed = true
 	for _, m := range p.members {
 		m.group.Close()
 		m.client.Close()
 	}
-	p.members = nil
 }
 
 // drainGroupErrors logs the group's asynchronous errors, and stops the

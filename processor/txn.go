@@ -174,6 +174,7 @@ func (m *member) abort(cause error) {
 		reason = "interrupted"
 	}
 	m.hooks.TxnAborted(reason)
+	m.health.aborted()
 	if reason == "interrupted" {
 		m.log.Info("handler interrupted, aborting the transaction", "err", cause)
 	} else {

@@ -44,6 +44,9 @@ type Config struct {
 	Threads         int
 	SessionTimeout  time.Duration
 	SweepInterval   time.Duration
+	ReadyAbortLimit int
+	ReadyStallAfter time.Duration
+	LiveStallAfter  time.Duration
 	MemLimitRatio   float64
 	StaleEvents     string
 	Rekey           string
@@ -81,6 +84,9 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.IntVar(&cfg.Threads, "threads", 1, "consumer-group members (stream threads) in this process, a transactional producer each; exactly-once only. With --rekey=always, events whose dedup partition another member owns go through the loop topic, so more members loop more events")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", defaultSessionTimeout, "group session timeout: how long a silent instance keeps its partitions (exactly-once; best-effort keeps goka's 10s)")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", defaultSweepInterval, "how often the sweeper scans a sixtieth of each partition's table and deletes the expired records it finds, in bounded batches (exactly-once)")
+	fs.IntVar(&cfg.ReadyAbortLimit, "ready-abort-limit", processor.DefaultReadyAbortLimit, "/readyz answers 503 once a member aborted this many transactions in a row (exactly-once)")
+	fs.DurationVar(&cfg.ReadyStallAfter, "ready-stall-after", 0, "/readyz answers 503 once consumed records have waited this long for their commit (exactly-once; 0: 30s, or --commit-interval plus the 10s transaction timeout when longer)")
+	fs.DurationVar(&cfg.LiveStallAfter, "live-stall-after", 0, "/healthz answers 503 once consumed records have waited this long for their commit, for the orchestrator to restart the worker (exactly-once; 0: 5m, or twice the ready bound when longer)")
 	fs.Float64Var(&cfg.MemLimitRatio, "memory-limit-ratio", 0.9, "soft memory limit for the Go runtime as a share of the container's (cgroup) memory limit, so the GC works harder before the kernel kills; 0 disables; GOMEMLIMIT wins when set")
 	fs.StringVar(&cfg.StaleEvents, "stale-events", string(dedup.StaleProcess), "unseen events older than --retention: process, skip or dead-letter")
 	fs.StringVar(&cfg.Rekey, "rekey", string(dedup.RekeyAlways), "always: loop events whose record key is not their dedup key to that key's partition; never: judge them in their own partition (only when every copy of an event has the same record key; exactly-once only)")
@@ -207,6 +213,7 @@ func (cfg *Config) Validate() error {
 		bad("sweep-interval", "%v: exactly-once only; goka's best-effort runtime has no sweeper (an expired record is "+
 			"judged absent there, not deleted)", cfg.SweepInterval)
 	}
+	cfg.validateHealth(bad)
 	if err := cfg.Security.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -251,6 +258,43 @@ func (cfg *Config) Validate() error {
 		bad("log-format", "%q is not text or json", cfg.LogFormat)
 	}
 	return errors.Join(errs...)
+}
+
+// validateHealth checks the health bounds (processor.Config's rules, with
+// the flags named).
+func (cfg *Config) validateHealth(bad func(flag, format string, args ...any)) {
+	if cfg.Guarantee == BestEffort {
+		// goka's runtime has no transactions to watch: /readyz judges only
+		// the table restore and /healthz is always 200 there.
+		for _, f := range []struct {
+			flag string
+			set  bool
+			v    any
+		}{
+			{"ready-abort-limit", cfg.ReadyAbortLimit != processor.DefaultReadyAbortLimit, cfg.ReadyAbortLimit},
+			{"ready-stall-after", cfg.ReadyStallAfter != 0, cfg.ReadyStallAfter},
+			{"live-stall-after", cfg.LiveStallAfter != 0, cfg.LiveStallAfter},
+		} {
+			if f.set {
+				bad(f.flag, "%v: exactly-once only; goka's best-effort runtime does not watch its commits", f.v)
+			}
+		}
+		return
+	}
+	if cfg.ReadyAbortLimit < 1 {
+		bad("ready-abort-limit", "%d: at least 1", cfg.ReadyAbortLimit)
+	}
+	if cfg.ReadyStallAfter < 0 || cfg.LiveStallAfter < 0 {
+		bad("ready-stall-after", "%v, --live-stall-after %v: must not be negative (0: the default)", cfg.ReadyStallAfter, cfg.LiveStallAfter)
+		return
+	}
+	ready, live := processor.StallBounds(cfg.CommitInterval, processor.DefaultTransactionTimeout, cfg.ReadyStallAfter, cfg.LiveStallAfter)
+	if floor := max(cfg.CommitInterval, processor.DefaultTransactionTimeout); ready <= floor {
+		bad("ready-stall-after", "%v: must exceed --commit-interval and the transaction timeout (%v): a commit may take that long", ready, floor)
+	}
+	if live <= ready {
+		bad("live-stall-after", "%v: must exceed --ready-stall-after (%v)", live, ready)
+	}
 }
 
 // Topology defines the dedup topology the config describes, through the

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dedupkit/dedup/processor"
 )
 
 func envMap(m map[string]string) func(string) (string, bool) {
@@ -32,6 +34,9 @@ func TestParseConfigDefaultsAndEnv(t *testing.T) {
 	}
 	if strings.Join(cfg.Brokers, ",") != "a:1,b:2" || cfg.Group != "flag-group" || cfg.Retention != time.Hour {
 		t.Fatalf("env or precedence wrong: %+v", cfg)
+	}
+	if cfg.ReadyAbortLimit != 5 || cfg.ReadyStallAfter != 0 || cfg.LiveStallAfter != 0 { // 0: processor.StallBounds
+		t.Fatalf("health defaults: %d %v %v", cfg.ReadyAbortLimit, cfg.ReadyStallAfter, cfg.LiveStallAfter)
 	}
 	if cfg.IDSourceHeader != "ce_source" {
 		t.Fatalf("--id-header=ce_id should default --id-source-header to ce_source, got %q", cfg.IDSourceHeader)
@@ -78,6 +83,15 @@ func TestParseConfigNamesTheBadFlag(t *testing.T) {
 		{"negative memory limit ratio", required, map[string]string{"PROCESSOR_MEMORY_LIMIT_RATIO": "-0.1"}, "--memory-limit-ratio: -0.1"},
 		{"NaN memory limit ratio", append(required, "--memory-limit-ratio", "NaN"), nil, "--memory-limit-ratio: NaN"},
 		{"bad log level", append(required, "--log-level", "loud"), nil, "--log-level:"},
+		{"zero abort limit", append(required, "--ready-abort-limit", "0"), nil, "--ready-abort-limit: 0: at least 1"},
+		{"ready stall within the transaction timeout", append(required, "--ready-stall-after", "10s"), nil,
+			"--ready-stall-after: 10s: must exceed --commit-interval and the transaction timeout (10s)"},
+		{"ready stall within the commit interval", append(required, "--ready-stall-after", "20s", "--commit-interval", "30s"), nil,
+			"--ready-stall-after: 20s: must exceed --commit-interval and the transaction timeout (30s)"},
+		{"negative stall bound", append(required, "--live-stall-after", "-1s"), nil, "--ready-stall-after: 0s, --live-stall-after -1s: must not be negative"},
+		{"live stall within the ready stall", required, map[string]string{"PROCESSOR_LIVE_STALL_AFTER": "30s"}, "--live-stall-after: 30s: must exceed --ready-stall-after (30s)"},
+		{"health bound with best-effort", append(required, "--guarantee", "best-effort", "--live-stall-after", "10m"), nil,
+			"--live-stall-after: 10m0s: exactly-once only"},
 		{"stray argument", append(required, "extra"), nil, "unexpected arguments"},
 	}
 	for _, tt := range tests {
@@ -149,5 +163,34 @@ func TestParseConfigGuarantee(t *testing.T) {
 				t.Fatalf("guarantee %q, want %q", cfg.Guarantee, tt.want)
 			}
 		})
+	}
+}
+
+// The stall bounds' defaults follow a long commit interval; given ones are
+// checked against it.
+func TestParseConfigStallBoundsFollowTheCommitInterval(t *testing.T) {
+	for _, args := range [][]string{
+		append(required, "--commit-interval", "30s"),
+		append(required, "--commit-interval", "2m"),
+		append(required, "--live-stall-after", "1m"),
+	} {
+		if _, err := parseConfig("t", args, envMap(nil)); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	for _, tt := range []struct {
+		interval, ready, live time.Duration
+		wantReady, wantLive   time.Duration
+	}{
+		{100 * time.Millisecond, 0, 0, 30 * time.Second, 5 * time.Minute},
+		{30 * time.Second, 0, 0, 40 * time.Second, 5 * time.Minute},
+		{5 * time.Minute, 0, 0, 5*time.Minute + 10*time.Second, 10*time.Minute + 20*time.Second},
+		{time.Second, 20 * time.Second, 0, 20 * time.Second, 5 * time.Minute},
+		{time.Second, 0, time.Minute, 30 * time.Second, time.Minute},
+	} {
+		ready, live := processor.StallBounds(tt.interval, processor.DefaultTransactionTimeout, tt.ready, tt.live)
+		if ready != tt.wantReady || live != tt.wantLive {
+			t.Errorf("StallBounds(%v, 10s, %v, %v) = %v, %v; want %v, %v", tt.interval, tt.ready, tt.live, ready, live, tt.wantReady, tt.wantLive)
+		}
 	}
 }

@@ -51,7 +51,8 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 		p, err = processor.New(ctx, processor.Config{
 			Brokers: cfg.Brokers, Security: cfg.Security, StateDir: cfg.StateDir, InstanceID: cfg.InstanceID, CommitInterval: cfg.CommitInterval,
 			Threads: cfg.Threads, SessionTimeout: cfg.SessionTimeout, SweepInterval: cfg.SweepInterval, Replication: int16(cfg.Replication), Logger: log,
-			Registerer: reg,
+			Registerer:      reg,
+			ReadyAbortLimit: cfg.ReadyAbortLimit, ReadyStallAfter: cfg.ReadyStallAfter, LiveStallAfter: cfg.LiveStallAfter,
 		}, topo)
 		if err == nil {
 			w, mux = p, http.NewServeMux()
@@ -68,7 +69,8 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 			TableSize: m.TableSize, TableClosed: m.ForgetPartition,
 		}, &run)
 		if err == nil {
-			w, mux = r, metrics.Handler(reg, r.Ready)
+			w, mux = r, metrics.Handler(reg, gokaHealth(r))
+			metrics.RegisterHealth(reg, cfg.Group, gokaHealth(r))
 			mux.Handle("GET /v1/seen/{id}", seenHandler(r))
 		}
 	}
@@ -96,4 +98,17 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	err = errors.Join(runErr, waitHTTP())
 	log.Info("worker stopped", "err", err)
 	return err
+}
+
+// workerHealth is the runtime's health as the HTTP endpoints tell it.
+// gokaHealth is the best-effort runtime's health: ready once its tables are
+// recovered; nothing watches its commits, so it is always live.
+func gokaHealth(r *atleastonce.Runner) func() metrics.Health {
+	return func() metrics.Health {
+		h := metrics.Health{Ready: r.Ready(), Live: true}
+		if !h.Ready {
+			h.Reasons = []string{"partitions are being assigned or their tables restored"}
+		}
+		return h
+	}
 }

@@ -1,0 +1,200 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/internal/netfault"
+	"github.com/dedupkit/dedup/metrics"
+)
+
+// A worker that cannot commit must say so. The output topic here refuses
+// records over 1 KiB, so once a 4 KiB event comes, every transaction holds a
+// record the broker refuses and aborts, and the member consumes the event
+// again after each abort: the worker makes no progress while its tables are
+// fine and its process is up. /readyz must turn 503 once the aborts reach
+// --ready-abort-limit, /healthz once the event has waited --live-stall-after,
+// and both must be 200 again once the topic takes the record.
+func TestHealthOfAWorkerThatCannotCommit(t *testing.T) {
+	e := newEnv(t, 1)
+	group := e.group("health")
+	setMaxMessageBytes(t, e.brokers, e.output, 1024, true)
+	const readyStall, liveStall = 11 * time.Second, 16 * time.Second
+	p := startProc(t, buildProcessor(t), workerArgs(e, group, t.TempDir(), "--commit-interval", "50ms",
+		"--ready-abort-limit", "3", "--ready-stall-after", readyStall.String(), "--live-stall-after", liveStall.String())...)
+
+	small := e.produce(event("small", "a"))
+	e.waitProcessed(group)
+	h := p.waitHealth("/readyz", http.StatusOK, time.Minute, nil)
+	if !h.Live || h.ConsecutiveAborts != 0 || h.SinceCommitSeconds == nil || !h.CommitChecks {
+		t.Fatalf("a worker that committed: %+v", h)
+	}
+
+	big := e.produce(kafkatest.Record{Key: "b", Value: bigEvent("big")})
+	refused := time.Now()
+	h = p.waitHealth("/readyz", http.StatusServiceUnavailable, time.Minute, func(h metrics.Health) bool { return h.ConsecutiveAborts >= 3 })
+	t.Logf("/readyz 503 %v after the refused record: %s", time.Since(refused).Round(time.Millisecond), asJSON(h))
+	if !strings.Contains(strings.Join(h.Reasons, "; "), "transactions aborted in a row (not ready from 3)") {
+		t.Errorf("/readyz reasons %q do not name the aborts", h.Reasons)
+	}
+	if h.UncommittedSeconds < liveStall.Seconds() && !h.Live {
+		t.Errorf("not live after %.1fs of waiting: %+v", h.UncommittedSeconds, h)
+	}
+	if n := p.metric("dedup_consecutive_aborts"); n < 3 {
+		t.Errorf("dedup_consecutive_aborts = %v, want 3 or more", n)
+	}
+
+	h = p.waitHealth("/healthz", http.StatusServiceUnavailable, time.Minute, nil)
+	t.Logf("/healthz 503 %v after the refused record: %s", time.Since(refused).Round(time.Millisecond), asJSON(h))
+	if h.UncommittedSeconds < liveStall.Seconds() || !strings.Contains(strings.Join(h.Reasons, "; "), "not live from 16s") {
+		t.Errorf("/healthz 503 with %+v", h)
+	}
+
+	setMaxMessageBytes(t, e.brokers, e.output, 1<<20, false)
+	fixed := time.Now()
+	p.waitHealth("/readyz", http.StatusOK, time.Minute, nil)
+	t.Logf("/readyz 200 %v after the topic took the record", time.Since(fixed).Round(time.Millisecond))
+	h = p.waitHealth("/healthz", http.StatusOK, time.Minute, nil)
+	if h.ConsecutiveAborts != 0 || h.UncommittedSeconds >= readyStall.Seconds() {
+		t.Errorf("after the commit: %+v", h)
+	}
+	e.waitProcessed(group)
+	e.exactlyOnce(append(small, big...))
+	if n := p.metric("dedup_consecutive_aborts"); n != 0 {
+		t.Errorf("dedup_consecutive_aborts = %v after a commit, want 0", n)
+	}
+	p.term()
+}
+
+// A worker cut off from the broker while it holds consumed records cannot
+// commit them, and may not even see an error: its commit waits on held
+// connections (a blackhole). Nothing aborts, so only the records' wait can
+// tell: /readyz must turn 503 at --ready-stall-after, /healthz at
+// --live-stall-after, and both must be 200 again once the worker, back on
+// the network, has committed.
+func TestHealthOfAWorkerCutOffWithUncommittedRecords(t *testing.T) {
+	routes := proxyRoutes(t)
+	e := newEnv(t, 1)
+	px, err := netfault.Start(routes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	group := e.group("health-cut")
+	// A 5 s commit interval, so that the worker is cut off holding records
+	// (the cut comes within a poll of the record's processing).
+	p := startProc(t, buildProcessor(t), append(workerArgs(e, group, t.TempDir(), "--commit-interval", "5s",
+		"--ready-stall-after", "11s", "--live-stall-after", "16s"), "--brokers", px.Addrs())...)
+	p.waitHealth("/readyz", http.StatusOK, time.Minute, nil)
+
+	var sent []kafkatest.Record
+	for attempt := 0; ; attempt++ {
+		processed := p.metric("dedup_events_processed_total")
+		sent = append(sent, e.produce(event(fmt.Sprintf("cut-%d", attempt), "a"))...)
+		p.waitMetric("dedup_events_processed_total", time.Minute, func(v float64) bool { return v > processed })
+		px.Blackhole()
+		if _, h, err := p.health("/readyz"); err != nil || h.UncommittedSeconds > 0 {
+			break // cut off holding the record
+		}
+		if attempt == 3 { // each time the commit came first: a 5 s interval, a 0.1 s poll
+			t.Fatal("the worker committed each record before it was cut off")
+		}
+		px.Heal()
+	}
+	cut := time.Now()
+	h := p.waitHealth("/readyz", http.StatusServiceUnavailable, time.Minute, func(h metrics.Health) bool {
+		return strings.Contains(strings.Join(h.Reasons, "; "), "not committed (not ready from 11s)")
+	})
+	t.Logf("/readyz 503 %v after the cut: %s", time.Since(cut).Round(time.Millisecond), asJSON(h))
+	h = p.waitHealth("/healthz", http.StatusServiceUnavailable, time.Minute, nil)
+	t.Logf("/healthz 503 %v after the cut: %s", time.Since(cut).Round(time.Millisecond), asJSON(h))
+	if !strings.Contains(strings.Join(h.Reasons, "; "), "not committed (not live from 16s)") {
+		t.Errorf("/healthz reasons %q", h.Reasons)
+	}
+
+	px.Heal()
+	healed := time.Now()
+	p.waitHealth("/readyz", http.StatusOK, 2*time.Minute, nil)
+	h = p.waitHealth("/healthz", http.StatusOK, time.Minute, nil)
+	t.Logf("/readyz and /healthz 200 %v after healing: %s", time.Since(healed).Round(time.Millisecond), asJSON(h))
+	e.waitProcessed(group)
+	e.exactlyOnce(sent)
+	p.term()
+}
+
+func asJSON(h metrics.Health) string {
+	b, _ := json.Marshal(h)
+	return string(b)
+}
+
+// bigEvent is an envelope of about 4 KiB.
+func bigEvent(id string) []byte {
+	return fmt.Appendf(nil, `{"eventId":%q,"aggregateId":"b","type":"OrderPaid","payload":{"pad":%q}}`, id, strings.Repeat("x", 4096))
+}
+
+// setMaxMessageBytes creates topic with max.message.bytes n, or sets it on
+// the existing topic.
+func setMaxMessageBytes(t *testing.T, brokers []string, topic string, n int, create bool) {
+	t.Helper()
+	admin, err := sarama.NewClusterAdmin(brokers, kafkatest.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	v := fmt.Sprint(n)
+	if create {
+		err = admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: -1,
+			ConfigEntries: map[string]*string{"max.message.bytes": &v}}, false)
+	} else {
+		err = admin.AlterConfig(sarama.TopicResource, topic, map[string]*string{"max.message.bytes": &v}, false)
+	}
+	if err != nil {
+		t.Fatalf("max.message.bytes=%d on %s: %v", n, topic, err)
+	}
+}
+
+// waitHealth polls path until it answers status and cond (when not nil)
+// holds for its body, and returns the body.
+func (p *proc) waitHealth(path string, status int, timeout time.Duration, cond func(metrics.Health) bool) metrics.Health {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		code, h, err := p.health(path)
+		if err == nil && code == status && (cond == nil || cond(h)) {
+			return h
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s = %d %+v (%v), want %d within %v\n%s", path, code, h, err, status, timeout, tail(p.logs.String(), 40))
+		}
+		time.Sleep(100 * time.Millisecond) // polling another process's endpoint
+	}
+}
+
+func (p *proc) health(path string) (int, metrics.Health, error) {
+	var h metrics.Health
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+path, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, h, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, h, err
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		return resp.StatusCode, h, fmt.Errorf("body %q: %w", b, err)
+	}
+	return resp.StatusCode, h, nil
+}
