@@ -17,9 +17,11 @@ import (
 	"github.com/dedupkit/dedup/metrics"
 )
 
-// A worker that cannot commit must say so. The output topic here refuses
-// records over 1 KiB, so once a 4 KiB event comes, every transaction holds a
-// record the broker refuses and aborts, and the member consumes the event
+// A worker that cannot commit must say so. The output topic here is set to
+// refuse records over 1 KiB after the worker started (it reads the topics'
+// limits at start, and dead-letters records over them; a limit lowered
+// while it runs is found only by the broker), so once a 4 KiB event comes,
+// every transaction holds a record the broker refuses and aborts, and the member consumes the event
 // again after each abort: the worker makes no progress while its tables are
 // fine and its process is up. /readyz must turn 503 once the aborts reach
 // --ready-abort-limit, /healthz once the event has waited --live-stall-after,
@@ -27,7 +29,9 @@ import (
 func TestHealthOfAWorkerThatCannotCommit(t *testing.T) {
 	e := newEnv(t, 1)
 	group := e.group("health")
-	setMaxMessageBytes(t, e.brokers, e.output, 1024, true)
+	if err := kafkatest.CreateTopic(e.brokers, e.output, 1); err != nil {
+		t.Fatal(err)
+	}
 	const readyStall, liveStall = 11 * time.Second, 16 * time.Second
 	p := startProc(t, buildProcessor(t), workerArgs(e, group, t.TempDir(), "--commit-interval", "50ms",
 		"--ready-abort-limit", "3", "--ready-stall-after", readyStall.String(), "--live-stall-after", liveStall.String())...)
@@ -39,6 +43,7 @@ func TestHealthOfAWorkerThatCannotCommit(t *testing.T) {
 		t.Fatalf("a worker that committed: %+v", h)
 	}
 
+	setMaxMessageBytes(t, e.brokers, e.output, 1024)
 	big := e.produce(kafkatest.Record{Key: "b", Value: bigEvent("big")})
 	refused := time.Now()
 	h = p.waitHealth("/readyz", http.StatusServiceUnavailable, time.Minute, func(h metrics.Health) bool { return h.ConsecutiveAborts >= 3 })
@@ -59,7 +64,7 @@ func TestHealthOfAWorkerThatCannotCommit(t *testing.T) {
 		t.Errorf("/healthz 503 with %+v", h)
 	}
 
-	setMaxMessageBytes(t, e.brokers, e.output, 1<<20, false)
+	setMaxMessageBytes(t, e.brokers, e.output, 1<<20)
 	fixed := time.Now()
 	p.waitHealth("/readyz", http.StatusOK, time.Minute, nil)
 	t.Logf("/readyz 200 %v after the topic took the record", time.Since(fixed).Round(time.Millisecond))
@@ -143,7 +148,7 @@ func bigEvent(id string) []byte {
 
 // setMaxMessageBytes creates topic with max.message.bytes n, or sets it on
 // the existing topic.
-func setMaxMessageBytes(t *testing.T, brokers []string, topic string, n int, create bool) {
+func setMaxMessageBytes(t *testing.T, brokers []string, topic string, n int) {
 	t.Helper()
 	admin, err := sarama.NewClusterAdmin(brokers, kafkatest.Config())
 	if err != nil {
@@ -151,13 +156,7 @@ func setMaxMessageBytes(t *testing.T, brokers []string, topic string, n int, cre
 	}
 	defer admin.Close()
 	v := fmt.Sprint(n)
-	if create {
-		err = admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: -1,
-			ConfigEntries: map[string]*string{"max.message.bytes": &v}}, false)
-	} else {
-		err = admin.AlterConfig(sarama.TopicResource, topic, map[string]*string{"max.message.bytes": &v}, false)
-	}
-	if err != nil {
+	if err := admin.AlterConfig(sarama.TopicResource, topic, map[string]*string{"max.message.bytes": &v}, false); err != nil {
 		t.Fatalf("max.message.bytes=%d on %s: %v", n, topic, err)
 	}
 }
