@@ -175,3 +175,40 @@ func TestRetryBudget(t *testing.T) {
 		}
 	}
 }
+
+// Every event-ID source finds its ID, or names why not.
+func TestIDSources(t *testing.T) {
+	ce := dedup.Headers{{Key: "ce_id", Value: []byte("c1")}, {Key: "ce_source", Value: []byte("/orders")}}
+	tests := []struct {
+		name    string
+		src     dedup.IDSource
+		rec     dedup.Record
+		wantKey string
+		reason  string
+	}{
+		{"nested JSON", dedup.JSONField("meta.id"), dedup.Record{Value: []byte(`{"meta":{"id":"m1"}}`)}, "m1", ""},
+		{"nested JSON missing", dedup.JSONField("meta.id"), dedup.Record{Value: []byte(`{"id":"m1"}`)}, "", "no-id"},
+		{"header", dedup.HeaderID("x-id", ""), dedup.Record{Value: []byte("opaque"), Headers: dedup.Headers{{Key: "x-id", Value: []byte("h1")}}}, "h1", ""},
+		{"CloudEvents", dedup.CloudEvents(), dedup.Record{Value: []byte("data"), Headers: ce}, "/orders\x00c1", ""},
+		{"CloudEvents without source", dedup.CloudEvents(), dedup.Record{Value: []byte("data"), Headers: ce[:1]}, "", "no-id"},
+		{"record key", dedup.RecordKey(), dedup.Record{Key: "k1", Value: []byte("opaque")}, "k1", ""},
+		{"record key empty", dedup.RecordKey(), dedup.Record{Value: []byte("opaque")}, "", "no-id"},
+		{"record key, tombstone", dedup.RecordKey(), dedup.Record{Key: "k1"}, "", "null-value"},
+		{"function", dedup.IDFunc(func(r dedup.Record) (string, error) { return r.Key + "-x", nil }), dedup.Record{Key: "k", Value: []byte("v")}, "k-x", ""},
+		{"function fails", dedup.IDFunc(func(dedup.Record) (string, error) { return "", errors.New("no") }), dedup.Record{Value: []byte("v")}, "", "no-id"},
+		{"function, ID too long", dedup.IDFunc(func(dedup.Record) (string, error) { return strings.Repeat("i", 300), nil }), dedup.Record{Value: []byte("v")}, "", "id-too-long"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			topo, err := dedup.Define("g", dedup.Input("in"), dedup.Output("out"), dedup.EventID(tt.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.rec.Topic = "in"
+			p := Prepare(topo, tt.rec)
+			if p.reason != tt.reason || p.key != tt.wantKey {
+				t.Fatalf("key %q reason %q (%v), want key %q reason %q", p.key, p.reason, p.err, tt.wantKey, tt.reason)
+			}
+		})
+	}
+}
