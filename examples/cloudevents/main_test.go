@@ -119,4 +119,10 @@ func TestHandler(t *testing.T) {
 	if d.Seen("e1") == nil || d.Seen("e2") == nil || d.Seen("e3") != nil || d.Seen("e4") != nil {
 		t.Error("e1 and e2 must be marked seen, the rejected e3 and e4 not")
 	}
+	// The producer fixed e3 and sends it again: a rejected event was not
+	// marked seen, so it is processed now.
+	d.Send("o-3", ce("ce-6", TypeShipped, `{"eventId":"e3","orderId":"o-3","customerId":"c-3"}`))
+	if n := d.Output(cfg.notify); len(n) != 1 || n[0].Key != "c-3" {
+		t.Errorf("notifications after the fixed e3: %+v, want one keyed c-3", n)
+	}
 }

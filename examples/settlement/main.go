@@ -48,7 +48,7 @@ func main() {
 		os.Exit(2)
 	}
 	// SIGTERM (Kubernetes, systemd) and Ctrl-C stop the worker cleanly: it
-	// commits what it has and leaves the group.
+	// commits what it has processed and exits.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, os.Stdout); err != nil {
@@ -129,7 +129,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if err := p.Run(ctx); err != nil {
 		return err
 	}
-	cfg.log.Info("settlement stopped: its work is committed and it left the group")
+	cfg.log.Info("settlement stopped: what it processed is committed")
 	return nil
 }
 
