@@ -108,17 +108,19 @@ type exampleKills struct {
 	// phases are produced one before each start: the backlog that each
 	// start finds unprocessed, so the kill lands while the worker writes.
 	phases [][]kafkatest.Record
-	// progress is the output topic watched for committed records, and
-	// total how many it holds once everything is processed.
+	// progress is an output topic whose committed records are logged at
+	// each kill.
 	progress string
-	total    int
 }
 
 // run starts the binary once per phase with the same state dir and
-// instance id, SIGKILLs it (all but the last start) once progress holds
-// more committed records than before the start and fewer than total, and
-// after the last start waits until the group has committed its input and
-// its loop topic, then stops it with SIGTERM.
+// instance id. All but the last start are SIGKILLed once the group has
+// committed some but not all of the phase's input: with one instance every
+// event is judged in the partition that reads it, so its outputs are
+// committed in the transaction that commits its input offset, and some of
+// the phase's outputs are committed and some not. After the last start it
+// waits until the group has committed its input and its loop topic, then
+// stops the worker with SIGTERM.
 func (s exampleKills) run(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
@@ -126,13 +128,22 @@ func (s exampleKills) run(t *testing.T) {
 	args := append(s.args, "--brokers", strings.Join(s.brokers, ","),
 		"--state-dir", t.TempDir(), "--instance-id", "example-0")
 	for i, phase := range s.phases {
-		before := len(s.committed(t, ctx))
 		produceBatch(t, s.brokers, s.input, phase)
+		ends, err := kafkatest.EndOffsets(s.brokers, s.input)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := s.committed(t, ends)
 		p := startExample(t, s.bin, args...)
 		if i < len(s.phases)-1 {
-			n := s.awaitProgress(t, ctx, p, before)
+			at := s.awaitPartlyCommitted(t, ctx, p, before, ends)
 			p.kill()
-			t.Logf("start %d: SIGKILLed with %d of %d records on %s committed (%d before the start)", i+1, n, s.total, s.progress, before)
+			out, err := kafkatest.ReadAll(ctx, s.brokers, s.progress)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("start %d: SIGKILLed with the input committed to %v of %v (from %v); %d records on %s after the kill",
+				i+1, at, ends, before, len(out), s.progress)
 			continue
 		}
 		for _, topic := range []string{s.input, s.group + "-loop"} {
@@ -144,37 +155,48 @@ func (s exampleKills) run(t *testing.T) {
 	}
 }
 
-// awaitProgress waits until progress holds more than before and fewer than
-// total committed records, and returns how many it saw. A worker that got
-// through the whole backlog first fails the test: the kill would have
-// tested nothing.
-func (s exampleKills) awaitProgress(t *testing.T, ctx context.Context, p *exampleProc, before int) int {
+// awaitPartlyCommitted waits until the group has committed an input offset
+// past before and not yet all of ends, and returns the offsets it saw. A
+// worker that got through the whole phase first fails the test: the kill
+// would have tested nothing.
+func (s exampleKills) awaitPartlyCommitted(t *testing.T, ctx context.Context, p *exampleProc, before, ends map[int32]int64) map[int32]int64 {
 	t.Helper()
 	for {
-		n := len(s.committed(t, ctx))
+		offs := s.committed(t, ends)
+		moved, done := false, true
+		for part, end := range ends {
+			moved = moved || offs[part] > before[part]
+			done = done && offs[part] >= end
+		}
 		switch {
-		case n >= s.total:
-			t.Fatalf("the worker committed all %d records on %s before it could be killed: make the phases larger", n, s.progress)
-		case n > before:
-			return n
+		case done:
+			t.Fatalf("the worker committed the whole phase (%v) before it could be killed: make the phases larger", ends)
+		case moved:
+			return offs
 		}
 		select {
 		case err := <-p.exited:
 			t.Fatalf("the example exited: %v\n%s", err, tail(p.logs.String(), 40))
 		case <-ctx.Done():
-			t.Fatalf("no progress on %s past %d records: %v\n%s", s.progress, before, ctx.Err(), tail(p.logs.String(), 40))
-		case <-time.After(20 * time.Millisecond): // polling another process's output
+			t.Fatalf("the group committed no input past %v: %v\n%s", before, ctx.Err(), tail(p.logs.String(), 40))
+		case <-time.After(20 * time.Millisecond): // polling another process's progress
 		}
 	}
 }
 
-func (s exampleKills) committed(t *testing.T, ctx context.Context) []kafkatest.Record {
+// committed is the group's committed input offset of each partition in
+// ends (-1: none yet).
+func (s exampleKills) committed(t *testing.T, ends map[int32]int64) map[int32]int64 {
 	t.Helper()
-	recs, err := kafkatest.ReadAll(ctx, s.brokers, s.progress)
+	parts := make([]int32, 0, len(ends))
+	for part := range ends {
+		parts = append(parts, part)
+	}
+	offs, err := kafkatest.Committed(s.brokers, s.group, s.input, parts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return recs
+	return offs
 }
 
 // countBy counts records by id(r); an error from id fails the test.
@@ -214,8 +236,8 @@ func exactlyOnce(t *testing.T, topic string, got map[string]int, want []string) 
 // settlementPhases is the settlement example's input in three phases of n
 // events each: OrderPaid events keyed by order ID, every tenth an
 // OrderShipped (no output); every fifth re-sent at once, every seventh
-// re-published at the end of the next phase under another key (so in
-// another partition, after the worker that saw the first copy was killed);
+// re-published at the end of the next phase under another key (so mostly
+// in another partition, after the worker that saw the first copy was killed);
 // and in the first phase two events the service rejects. It returns the
 // IDs that must be settled.
 func settlementPhases(prefix string, n int) (phases [][]kafkatest.Record, paid []string) {
@@ -267,11 +289,11 @@ func TestSettlementExampleUnderSIGKILL(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	phases, paid := settlementPhases(group, 3000)
+	phases, paid := settlementPhases(group, 20000)
 	exampleKills{
 		bin: buildExample(t, "settlement"), brokers: e.brokers, group: group, input: e.input, phases: phases,
 		args:     []string{"--group", group, "--input", e.input, "--settlements", settlements, "--audit", audit},
-		progress: settlements, total: len(paid),
+		progress: settlements,
 	}.run(t)
 
 	ctx := t.Context()
@@ -334,7 +356,7 @@ func TestSettlementExampleUnderSIGKILL(t *testing.T) {
 // writes it: keyed by order ID, every third event an order created
 // (analytics only) and the others shipped (analytics and a notification);
 // every fifth published again at once, every seventh again at the end of
-// the next phase under another key (another partition, after a kill), each
+// the next phase under another key (mostly another partition, after a kill), each
 // copy with a new CloudEvents id. The first phase also holds two events the
 // worker rejects. It returns the event IDs every event must reach
 // analytics under, and those that must be notified.
@@ -393,11 +415,11 @@ func TestCloudEventsExampleUnderSIGKILL(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	phases, all, shipped := cloudEventsPhases(group, 3000)
+	phases, all, shipped := cloudEventsPhases(group, 20000)
 	exampleKills{
 		bin: buildExample(t, "cloudevents"), brokers: e.brokers, group: group, input: e.input, phases: phases,
 		args:     []string{"--group", group, "--input", e.input, "--notifications", notifications, "--analytics", analytics},
-		progress: analytics, total: len(all),
+		progress: analytics,
 	}.run(t)
 
 	read := func(topic string) []kafkatest.Record {

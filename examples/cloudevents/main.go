@@ -103,7 +103,7 @@ func topology(cfg config) (*dedup.Topology, error) {
 		// on every publish call, a retry included, so "id" cannot tell
 		// copies apart. The event's own ID is in its data: "data.eventId".
 		// Records are keyed by order ID: the worker judges every event in
-		// the partition that ID hashes to, re-keying it through
+		// the partition its event ID hashes to, re-keying it through
 		// "<group>-loop" when another member owns that one.
 		dedup.EventID(dedup.JSONField("data.eventId")),
 		dedup.Output(cfg.notify, cfg.analytics),
