@@ -134,7 +134,8 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 }
 
 // demo starts an embedded broker, writes the sample stream, runs the worker
-// until it has committed all of it, and prints what came out.
+// until it has committed all of it, and prints what came out. A copy of
+// this program for your service drops demo, sample and package embedded.
 func demo(ctx context.Context, cfg config, top *dedup.Topology, out io.Writer) error {
 	b, err := embedded.Start(cfg.input, 3)
 	if err != nil {
