@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The demo runs the real exactly-once worker on the embedded broker: the
+// fast tier's end-to-end check of what `go run ./examples/settlement`
+// prints (testdata/demo.golden, shown in README.md): one settlement and one
+// audit record per paid order, the two rejected events dead-lettered.
+func TestDemo(t *testing.T) {
+	want, err := os.ReadFile("testdata/demo.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if err := run(ctx, cfg, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if out.String() != string(want) {
+		t.Errorf("demo printed\n%s\nwant (testdata/demo.golden)\n%s", out.String(), want)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args    []string
+		wantErr string // "" for none
+	}{
+		{nil, ""},
+		{[]string{"--brokers", "k1:9092,k2:9092", "--state-dir", "/tmp/s", "--instance-id", "settlement-0"}, ""},
+		{[]string{"--brokers", "k1:9092"}, "--state-dir: required with --brokers"},
+		{[]string{"--state-dir", "/tmp/s"}, "--state-dir: only with --brokers"},
+		{[]string{"--audit", "settlements"}, `--audit: "settlements" is also --settlements`},
+		{[]string{"--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			cfg, err := parseFlags(tt.args)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("err %v", err)
+				}
+				if _, err := topology(cfg); err != nil {
+					t.Fatalf("topology: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
