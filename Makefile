@@ -46,7 +46,7 @@ test: vet
 	  if ! $(KAFKA) status 2>/dev/null | grep -q alive; then $(KAFKA) up; started=1; fi; \
 	  status=0; \
 	  KAFKA_BROKERS=$$($(KAFKA) brokers) KAFKA_PROXY_ROUTES=$$($(KAFKA) proxy-routes) \
-	    env $$($(KAFKA) secure-env) $(GO) test -count=1 -timeout 15m $(TESTFLAGS) ./... || status=$$?; \
+	    env $$($(KAFKA) secure-env) $(GO) test -count=1 -timeout 15m $(TESTFLAGS) -skip '$(CLUSTER_TESTS)' ./... || status=$$?; \
 	  if [ -n "$$started" ]; then $(KAFKA) down; fi; \
 	  [ $$status = 0 ] || exit $$status; \
 	  $(MAKE) --no-print-directory test-cluster; \

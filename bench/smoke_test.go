@@ -10,6 +10,7 @@ import (
 
 	"github.com/dedupkit/dedup/bench/contenders"
 	"github.com/dedupkit/dedup/bench/harness"
+	"github.com/dedupkit/dedup/internal/kafkatest"
 )
 
 // childEnv marks a re-executed test binary as a contender process: the
@@ -39,7 +40,7 @@ func (l testLog) Write(p []byte) (int, error) {
 func TestSmoke(t *testing.T) {
 	brokers := os.Getenv("KAFKA_BROKERS")
 	if brokers == "" {
-		t.Skip("KAFKA_BROKERS is not set; `make test` starts a broker and sets it (or run `make bench-smoke`)")
+		kafkatest.Missing(t, "KAFKA_BROKERS is not set; `make test` starts a broker and sets it (or run `make bench-smoke`)")
 	}
 	if testing.Short() {
 		t.Skip("-short")
@@ -101,6 +102,6 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("restore: %+v", rep.Restore)
 	}
 	if skipped != "" {
-		t.Skipf("the Redis and PostgreSQL contenders were skipped: %s", skipped)
+		kafkatest.Missing(t, "the Redis and PostgreSQL contenders were skipped: %s", skipped)
 	}
 }

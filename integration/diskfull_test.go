@@ -25,7 +25,7 @@ func tmpfs(t *testing.T, size int64) string {
 	dir := t.TempDir()
 	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+strconv.FormatInt(size, 10), "tmpfs", dir).CombinedOutput()
 	if err != nil {
-		t.Skipf("needs a tmpfs of its own to fill, and mount failed (root only): %v: %s", err, out)
+		kafkatest.Missing(t, "needs a tmpfs of its own to fill, and mount failed (root only): %v: %s", err, out)
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {

@@ -28,7 +28,7 @@ func brokers(t *testing.T) []string {
 	t.Helper()
 	v := os.Getenv("KAFKA_BROKERS")
 	if v == "" {
-		t.Skip("KAFKA_BROKERS is not set; `make test` starts a broker and sets it")
+		kafkatest.Missing(t, "KAFKA_BROKERS is not set; `make test` starts a broker and sets it")
 	}
 	return strings.Split(v, ",")
 }

@@ -31,7 +31,7 @@ import (
 func TestPartialPartitionFromOneBroker(t *testing.T) {
 	routes := proxyRoutes(t)
 	if len(routes) < 3 {
-		t.Skipf("needs three brokers in KAFKA_PROXY_ROUTES, got %d; `make test-cluster` starts them", len(routes))
+		kafkatest.Missing(t, "needs three brokers in KAFKA_PROXY_ROUTES, got %d; `make test-cluster` starts them", len(routes))
 	}
 	bin := buildProcessor(t)
 	for cut := range routes {

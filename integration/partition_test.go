@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/netfault"
 )
 
@@ -18,7 +19,7 @@ func proxyRoutes(t *testing.T) []netfault.Route {
 	t.Helper()
 	v := os.Getenv("KAFKA_PROXY_ROUTES")
 	if v == "" {
-		t.Skip("KAFKA_PROXY_ROUTES is not set; `make test` sets it from kafka.sh proxy-routes")
+		kafkatest.Missing(t, "KAFKA_PROXY_ROUTES is not set; `make test` sets it from kafka.sh proxy-routes")
 	}
 	routes, err := netfault.ParseRoutes(v)
 	if err != nil {

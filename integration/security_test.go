@@ -41,7 +41,7 @@ func secureEnv(t *testing.T) secureListener {
 		s.brokers = strings.Split(b, ",")
 	}
 	if len(s.brokers) == 0 || s.caFile == "" || s.user == "" {
-		t.Skip("KAFKA_SECURE_BROKERS, KAFKA_TLS_CA_FILE and KAFKA_SASL_USER are not set; `make test` sets them (kafka.sh secure-env)")
+		kafkatest.Missing(t, "KAFKA_SECURE_BROKERS, KAFKA_TLS_CA_FILE and KAFKA_SASL_USER are not set; `make test` sets them (kafka.sh secure-env)")
 	}
 	// Else every case would wait out the worker's start-up retries.
 	c, err := net.DialTimeout("tcp", s.brokers[0], 5*time.Second)

@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/dedupkit/dedup/internal/kafkatest"
 )
 
 // A process started through wrap runs in the cgroup from its first
@@ -12,7 +14,7 @@ import (
 func TestMemCgroupLimitsAndCountsOOMKills(t *testing.T) {
 	g, err := newMemCgroup("dedup-bench-test-"+strings.ReplaceAll(t.Name(), "/", "-"), 48<<20)
 	if err != nil {
-		t.Skipf("cannot create a memory cgroup here: %v", err)
+		kafkatest.Missing(t, "cannot create a memory cgroup here: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := g.remove(); err != nil {
@@ -29,7 +31,7 @@ func TestMemCgroupLimitsAndCountsOOMKills(t *testing.T) {
 	}
 	python, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("python3 not found: cannot allocate past the limit")
+		kafkatest.Missing(t, "python3 not found: cannot allocate past the limit")
 	}
 	exe, args = g.wrap(python, []string{"-c", "x = bytearray(128 << 20); x[::4096] = b'x' * len(x[::4096])"})
 	if err := exec.Command(exe, args...).Run(); err == nil {

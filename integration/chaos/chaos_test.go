@@ -22,7 +22,7 @@ import (
 func TestChaosShort(t *testing.T) {
 	v := os.Getenv("KAFKA_BROKERS")
 	if v == "" {
-		t.Skip("KAFKA_BROKERS is not set; `make test` starts a broker and sets it")
+		kafkatest.Missing(t, "KAFKA_BROKERS is not set; `make test` starts a broker and sets it")
 	}
 	cfg := shortConfig()
 	cfg.Brokers = splitList(v)

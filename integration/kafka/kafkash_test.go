@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dedupkit/dedup/internal/kafkatest"
 )
 
 // script runs kafka.sh with its own data dir and ports, so it never touches
@@ -32,10 +34,10 @@ type script struct {
 func newScript(t *testing.T) *script {
 	t.Helper()
 	if os.Getenv("KAFKA_BROKERS") == "" {
-		t.Skip("KAFKA_BROKERS is not set: integration tier only (it starts a second local broker)")
+		kafkatest.Missing(t, "KAFKA_BROKERS is not set: integration tier only (it starts a second local broker)")
 	}
 	if _, err := exec.LookPath("java"); err != nil {
-		t.Skip("java not on PATH: kafka.sh cannot start a broker here")
+		kafkatest.Missing(t, "java not on PATH: kafka.sh cannot start a broker here")
 	}
 	port := freePorts(t)
 	s := &script{t: t, path: "./kafka.sh", port: port, env: append(os.Environ(),
@@ -108,11 +110,11 @@ func freePorts(t *testing.T) int {
 func TestUpRefusesPortsInTheEphemeralRange(t *testing.T) {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
-		t.Skip("no /proc/sys/net/ipv4/ip_local_port_range")
+		kafkatest.Missing(t, "no /proc/sys/net/ipv4/ip_local_port_range")
 	}
 	var lo, hi int
 	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || hi-lo < 1000 {
-		t.Skipf("ephemeral range %q: too small to test", b)
+		kafkatest.Missing(t, "ephemeral range %q: too small to test", b)
 	}
 	for _, tc := range []struct {
 		name string

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -295,4 +297,16 @@ func partitionsOf(brokers []string, topic string) (sarama.Client, []int32, error
 		return nil, nil, fmt.Errorf("partitions of %s: %w", topic, err)
 	}
 	return client, parts, nil
+}
+
+// Missing ends a test whose prerequisite (a broker, a listener, root) is
+// missing: a skip on a developer's machine, a failure under CI=true, where
+// .ci/run must have provided it, so that nothing skips in silence there.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s (CI=true: a missing prerequisite fails the run)", msg)
+	}
+	t.Skip(msg)
 }
