@@ -80,7 +80,7 @@ kafka-up:
 kafka-down:
 	$(KAFKA) down
 
-# The fault suite at scale (issue 4, docs/reliability.md). Starts its own 3-broker
+# The fault suite at scale (docs/reliability.md). Starts its own 3-broker
 # cluster on 127.0.0.1:19092-19094 (data in .kafka-chaos, wiped first; never the
 # broker of `make test`), produces 500k events with 20% duplicates and 5k malformed
 # records while it SIGKILLs workers 30 times, scales them, kills two brokers, makes a
@@ -97,7 +97,7 @@ chaos:
 chaos-short:
 	$(GO) run ./integration/chaos --preset short $(CHAOSFLAGS)
 
-# The benchmark of issue 5 (docs/benchmarks.md): starts a broker of its own on
+# The benchmark (docs/benchmarks.md): starts a broker of its own on
 # 127.0.0.1:29092 (data in .kafka-bench, deleted afterwards; never the broker of
 # `make test`), Redis and PostgreSQL on 26379/25432 (apt-get installed when missing),
 # runs every contender 3 times on 1M events, measures latency, restore and memory,

@@ -1,4 +1,4 @@
-// Package bench is the benchmark of issue 5: this worker's exactly-once and
+// Package bench is the benchmark of docs/benchmarks.md: this worker's exactly-once and
 // best-effort (goka) runtimes next to a raw pipe, the Redis SET NX pattern and a
 // PostgreSQL processed_messages table, on one broker in one run.
 //

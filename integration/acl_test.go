@@ -15,7 +15,7 @@ import (
 	"github.com/dedupkit/dedup/security"
 )
 
-// workerACLs are the ACLs `processor run` needs, as README's "ACLs" table
+// workerACLs are the ACLs `processor run` needs, as docs/security.md's "ACLs" table
 // lists them: the secured tests run the worker as a user that has these and
 // nothing else. group- names the topics the worker makes (<group>-table,
 // -loop, -dlq) and, exactly-once, its transactional IDs
@@ -44,7 +44,7 @@ func workerACLs(group, input, output string, eos bool) []*sarama.ResourceAcls {
 }
 
 // toolACLs are what `processor verify` (with --dlq) and `processor
-// reset-offsets` need, as README lists them.
+// reset-offsets` need, as docs/security.md lists them.
 func toolACLs(group, input, output string) []*sarama.ResourceAcls {
 	read := func(typ sarama.AclResourceType, name string) *sarama.ResourceAcls {
 		return &sarama.ResourceAcls{Resource: sarama.Resource{ResourceType: typ, ResourceName: name, ResourcePatternType: sarama.AclPatternLiteral},

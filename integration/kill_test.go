@@ -66,7 +66,7 @@ func TestExactlyOnceUnderSIGKILL(t *testing.T) {
 }
 
 // The same scenario under best-effort (goka's runtime): how many events it
-// loses or doubles is reported, not asserted, so the README can say what
+// loses or doubles is reported, not asserted, so the README and docs/reliability.md can say what
 // exactly-once buys. It loses events (goka marks an event seen before its
 // output is acknowledged), which is why the mode is not called at-least-once.
 func TestBestEffortUnderSIGKILLFigures(t *testing.T) {

@@ -8,8 +8,8 @@
 // the instance; per partition a LevelDB store with an in-memory overlay that
 // is applied only after the transaction committed. A transaction commits in
 // a goroutine while the member processes the next one, whose records wait
-// until the commit succeeded (commit.go). See
-// ../shared/design/ARCHITECTURE.md, "The exactly-once runtime".
+// until the commit succeeded (commit.go). docs/architecture.md draws it,
+// with the commit and restore sequences.
 package processor
 
 import (

@@ -1,4 +1,4 @@
-// Package harness runs the benchmark of issue 5: the same input through
+// Package harness runs the benchmark of docs/benchmarks.md: the same input through
 // every contender, one after another, against one broker, and reports
 // throughput, end-to-end latency, CPU, peak RSS, correctness and the dedup
 // table's restore and memory figures, as a table and as docs/benchmarks.md
@@ -115,7 +115,7 @@ func (c *Config) recordsFor(ct Contender) int {
 	return c.Records
 }
 
-// Contenders is the line-up of issue 5.2, in report order.
+// Contenders is the benchmark's line-up, in report order.
 func Contenders() []Contender {
 	return []Contender{
 		{Name: "raw-pipe", Label: "raw pipe (no state)", Kind: contenders.Raw, CommitInterval: time.Second, ByRecord: true},

@@ -104,7 +104,7 @@ func (r *Report) markdown(chartRel string) string {
 	p("Duplicates and missing are summed over all %d throughput runs and the latency run is checked too; the raw pipe has no", c.Runs)
 	p("state, so it is counted per input record (it forwards the input's duplicates, by design).")
 	p("")
-	p("## Targets (issue 5)")
+	p("## Targets")
 	p("")
 	p("| target | | measured |")
 	p("|---|---|---|")

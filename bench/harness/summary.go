@@ -153,14 +153,15 @@ func find(sums []Summary, name string) *Summary {
 	return nil
 }
 
-// Target is one of issue 5's targets, judged on this report.
+// Target is one of the benchmark's throughput, latency and restore
+// targets, judged on this report.
 type Target struct {
 	Name   string
 	Status string // met, MISS, n/a
 	Got    string
 }
 
-// Targets judges the issue's targets: exactly-once at 100 ms with the
+// Targets judges the targets: exactly-once at 100 ms with the
 // defaults (--rekey=always, one thread), and the throughput ratios again with
 // --rekey=never, and with --rekey=never and two threads (members).
 func (r *Report) Targets() []Target {

@@ -72,7 +72,7 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.StringVar(&cfg.Output, "output", "", "output topic (required; created if missing)")
 	fs.StringVar(&cfg.DLQ, "dlq", "", "dead-letter topic (default <group>-dlq; created if missing)")
 	fs.StringVar(&cfg.KeyType, "key-type", string(dedup.KeyEventID), "dedup key: event-id or aggregate-id (once per aggregate within the retention)")
-	fs.StringVar(&cfg.IDField, "id-field", "eventId", "top-level JSON field holding the event ID")
+	fs.StringVar(&cfg.IDField, "id-field", "eventId", "JSON field holding the event ID; a dotted path (meta.eventId) reads nested objects")
 	fs.StringVar(&cfg.IDHeader, "id-header", "", "take the event ID from this header instead of the body (CloudEvents binary mode: ce_id)")
 	fs.StringVar(&cfg.IDSourceHeader, "id-source-header", "", "header that makes the header ID unique (default ce_source when --id-header=ce_id)")
 	fs.DurationVar(&cfg.Retention, "retention", dedup.DefaultRetention, "how long a seen ID is remembered; keep it longer than the input topic's retention")

@@ -24,7 +24,7 @@ func verifyFlags(cfg *verify.Config, show *int) *flag.FlagSet {
 	fs.StringVar(&cfg.Input, "input", "", "input topic the worker read (required)")
 	fs.StringVar(&cfg.Output, "output", "", "output topic the worker wrote (required)")
 	fs.StringVar(&cfg.DLQ, "dlq", "", "dead-letter topic; when set, its records are counted by dlq-reason")
-	fs.StringVar(&cfg.IDSource.Field, "id-field", "eventId", "top-level JSON field holding the event ID")
+	fs.StringVar(&cfg.IDSource.Field, "id-field", "eventId", "JSON field holding the event ID; a dotted path (meta.eventId) reads nested objects")
 	fs.StringVar(&cfg.IDSource.Header, "id-header", "", "take the event ID from this header (CloudEvents binary mode: ce_id)")
 	fs.StringVar(&cfg.IDSource.SourceHeader, "id-source-header", "", "header that makes the header ID unique (default ce_source when --id-header=ce_id)")
 	fs.IntVar(show, "show", 20, "how many missing, duplicated and unexpected events to list with their offsets")

@@ -19,8 +19,8 @@ const (
 )
 
 // Config is one scenario: the cluster, the load, the faults and where the
-// logs go. fullConfig holds the defaults of `make chaos` (the numbers of
-// issue 4), shortConfig those of the short version that runs in `make test`.
+// logs go. fullConfig holds the defaults of `make chaos` (the scenario of
+// docs/reliability.md), shortConfig those of the short version that runs in `make test`.
 type Config struct {
 	// Cluster. With Brokers set the scenario runs on that cluster and starts
 	// none (no broker faults possible); otherwise it starts its own with
@@ -110,7 +110,7 @@ func parseFlags(args []string) (Config, error) {
 		return cfg, fmt.Errorf("--preset: %q is not full or short", preset)
 	}
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
-	fs.String("preset", "full", "full (issue 4: 500k events, 3 brokers, 30 kills...) or short (the make test version)")
+	fs.String("preset", "full", "full (500k events, 3 brokers, 30 kills...) or short (the make test version)")
 	fs.Func("brokers", "run on this cluster (host:port,...) instead of starting one; no broker faults then", func(s string) error {
 		cfg.Brokers = splitList(s)
 		return nil

@@ -1,4 +1,4 @@
-// Command chaos is the fault suite at scale (issue 4): it runs the worker
+// Command chaos is the fault suite at scale (docs/reliability.md): it runs the worker
 // binary as separate processes against a real Kafka cluster, produces a load
 // of events with duplicates and malformed records, and meanwhile SIGKILLs
 // and restarts workers, scales them between 1 and 3 instances, kills
@@ -7,7 +7,7 @@
 // Then it verifies the output read_committed: for exactly-once it must hold
 // every good event exactly once and every malformed record in the
 // dead-letter topic. The same scenario under best-effort (goka's runtime,
-// which can lose or duplicate events) is reported for comparison. `make chaos` runs it with the issue's numbers; `--preset
+// which can lose or duplicate events) is reported for comparison. `make chaos` runs the full scenario; `--preset
 // short` (and TestChaosShort, in `make test`) a small version.
 //
 // See docs/reliability.md for the scenario and the latest figures.

@@ -27,7 +27,7 @@ type badKind struct {
 	make   func(n int) (key, value []byte)
 }
 
-// badKinds are the malformed records of issue 4.
+// badKinds are the scenario's seven kinds of malformed record.
 var badKinds = map[string]badKind{
 	"not-json": {"not-json", func(n int) ([]byte, []byte) {
 		return fmt.Appendf(nil, "agg-bad-%d", n), fmt.Appendf(nil, "this is not JSON #%d", n)

@@ -1,4 +1,4 @@
-// Command bench runs the benchmark harness of issue 5.
+// Command bench runs the benchmark harness (docs/benchmarks.md).
 //
 //	bench run   [flags]   the full benchmark; prints the table, writes docs/benchmarks.md
 //	bench smoke [flags]   the same at toy size (about a minute); exits 1 unless every
