@@ -77,8 +77,9 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Processor, err
 // prepareTopics checks the input and creates the topics the topology writes,
 // returning the input's partition count. A broker that is down, a leader
 // election or a controller that moved is waited out (kafkautil.WithAdmin,
-// up to kafkautil.StartupTimeout); a missing input topic or a rejected
-// topic config fails at once.
+// up to kafkautil.StartupTimeout); a missing input topic, a rejected
+// topic config or an existing table or loop topic that does not fit the
+// group (kafkautil.ErrTopicMismatch) fails at once.
 func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int32, error) {
 	sc := baseConfig(cfg, "dedup-admin")
 	// WithAdmin retries and logs each retry; baseConfig's 100 metadata
@@ -90,7 +91,8 @@ func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int3
 		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
 			var err error
 			parts, err = kafkautil.EnsureGroupTopics(admin, kafkautil.GroupTopics{Input: topo.Input, Output: topo.Output,
-				DLQ: topo.DLQ, Table: topo.TableTopic(), Loop: topo.LoopTopic()}, cfg.Replication)
+				DLQ: topo.DLQ, Table: topo.TableTopic(), Loop: topo.LoopTopic(), Group: topo.Group, Brokers: cfg.Brokers},
+				cfg.Replication)
 			if err != nil {
 				return err
 			}
