@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/dedupkit/dedup/atleastonce"
 	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/processor"
 	"github.com/dedupkit/dedup/security"
 )
@@ -209,6 +211,10 @@ func TestWorkerMissingAnACLStopsWithTheRefusal(t *testing.T) {
 			}
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("worker stopped with %v, want %v", err, tc.want)
+			}
+			// The error names the code as Kafka does.
+			if name := kafkautil.KafkaName(tc.want.(sarama.KError)); !strings.Contains(err.Error(), "("+name+")") {
+				t.Fatalf("the error does not name %s: %v", name, err)
 			}
 			t.Logf("stopped with: %v", err)
 		})

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/security"
 )
 
@@ -94,6 +95,8 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	// Error attributes name Kafka's error codes (PRODUCER_FENCED, ...).
+	c.Logger = kafkautil.NamingLogger(c.Logger)
 	if c.Hooks == nil {
 		c.Hooks = NopHooks{}
 	}

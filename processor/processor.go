@@ -25,8 +25,14 @@ type Processor struct {
 // New validates, creates the topics the topology writes (the input must
 // exist) and prepares the members. Nothing is consumed until Run. ctx ends
 // the wait for an unreachable cluster (up to kafkautil.StartupTimeout), so a
-// SIGTERM during startup is honoured at once.
+// SIGTERM during startup is honoured at once. Errors name Kafka's error
+// codes (kafkautil.Named).
 func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Processor, error) {
+	p, err := newProcessor(ctx, cfg, topo)
+	return p, kafkautil.Named(err)
+}
+
+func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Processor, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -138,7 +144,8 @@ func (m *member) connect() error {
 }
 
 // Run processes until ctx is cancelled (then it commits and leaves cleanly)
-// or a member fails fatally, which stops the others.
+// or a member fails fatally, which stops the others. The error names
+// Kafka's error codes (kafkautil.Named).
 func (p *Processor) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -165,7 +172,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return kafkautil.Named(errors.Join(errs...))
 }
 
 // Ready reports whether every member has its partitions restored.
