@@ -105,8 +105,14 @@ func SaramaConfig(cfg Config) (*sarama.Config, error) {
 
 // New validates the config, creates the topics the group writes when
 // missing and builds the goka processor. ctx ends the wait for an
-// unreachable cluster, like processor.New's.
+// unreachable cluster, like processor.New's. Errors name Kafka's error
+// codes (kafkautil.Named).
 func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, error) {
+	r, err := newRunner(ctx, cfg, topo)
+	return r, kafkautil.Named(err)
+}
+
+func newRunner(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -119,6 +125,8 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, error)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	// Error attributes name Kafka's error codes (PRODUCER_FENCED, ...).
+	cfg.Logger = kafkautil.NamingLogger(cfg.Logger)
 	if cfg.TableSize == nil {
 		cfg.TableSize = func(int32, int64) {}
 	}
@@ -182,8 +190,11 @@ const (
 // new goka processor, which reopens the tables from the state dir and rejoins
 // the group, as a restarted process would. So it does when the processor
 // failed on a table store that LevelDB finds damaged (failedOnDamage): the
-// new processor's storage builder replaces that store. Other errors end Run.
-func (r *Runner) Run(ctx context.Context) error {
+// new processor's storage builder replaces that store. Other errors end Run;
+// they name Kafka's error codes (kafkautil.Named).
+func (r *Runner) Run(ctx context.Context) error { return kafkautil.Named(r.run(ctx)) }
+
+func (r *Runner) run(ctx context.Context) error {
 	r.cfg.Logger.Info("best-effort processor starting", "group", r.topo.Group, "input", r.topo.Input,
 		"table", r.topo.TableTopic(), "stateDir", r.cfg.StateDir)
 	backoff := r.firstBackoff

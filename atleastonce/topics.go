@@ -15,12 +15,13 @@ import (
 )
 
 // prepareTopics creates every topic the group writes (output, dead letters,
-// table, loop) when missing, like the exactly-once runtime, checks that the
+// table, loop) when missing, like the exactly-once runtime, fails at once on
+// a table or loop topic that does not fit the group, checks that the
 // group and the input may be read, and waits out a broker that is down.
 func prepareTopics(ctx context.Context, cfg Config, sc *sarama.Config, topo *dedup.Topology) error {
 	err := kafkautil.WithAdmin(ctx, cfg.Logger, "prepare topics", cfg.Brokers, sc,
 		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
-			if _, err := kafkautil.EnsureGroupTopics(admin, groupTopics(topo), cfg.Replication); err != nil {
+			if _, err := kafkautil.EnsureGroupTopics(admin, groupTopics(topo, cfg.Brokers), cfg.Replication); err != nil {
 				return err
 			}
 			return kafkautil.CheckGroup(admin, topo.Group)
@@ -40,8 +41,9 @@ func prepareTopics(ctx context.Context, cfg Config, sc *sarama.Config, topo *ded
 	})
 }
 
-func groupTopics(topo *dedup.Topology) kafkautil.GroupTopics {
-	return kafkautil.GroupTopics{Input: topo.Input, Outputs: topo.Outputs, DLQ: topo.DLQ, Table: topo.TableTopic(), Loop: topo.LoopTopic()}
+func groupTopics(topo *dedup.Topology, brokers []string) kafkautil.GroupTopics {
+	return kafkautil.GroupTopics{Input: topo.Input, Outputs: topo.Outputs, DLQ: topo.DLQ, Table: topo.TableTopic(), Loop: topo.LoopTopic(),
+		Group: topo.Group, Brokers: brokers}
 }
 
 // topicVisibleTimeout bounds the wait for a topic prepareTopics created to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/dedupkit/dedup/atleastonce"
 	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/processor"
 	"github.com/dedupkit/dedup/security"
 )
@@ -29,12 +31,13 @@ func workerACLs(group, input, output string, eos bool) []*sarama.ResourceAcls {
 		return r
 	}
 	// READ and WRITE imply DESCRIBE; DescribeConfigs on the input is for
-	// `processor run`'s retention check.
+	// `processor run`'s retention check, on group- for the check of an
+	// existing table's cleanup.policy.
 	acls := []*sarama.ResourceAcls{
 		acl(sarama.AclResourceTopic, input, sarama.AclPatternLiteral, sarama.AclOperationRead, sarama.AclOperationDescribeConfigs),
 		acl(sarama.AclResourceTopic, output, sarama.AclPatternLiteral, sarama.AclOperationCreate, sarama.AclOperationWrite),
 		acl(sarama.AclResourceTopic, group+"-", sarama.AclPatternPrefixed,
-			sarama.AclOperationCreate, sarama.AclOperationRead, sarama.AclOperationWrite),
+			sarama.AclOperationCreate, sarama.AclOperationRead, sarama.AclOperationWrite, sarama.AclOperationDescribeConfigs),
 		acl(sarama.AclResourceGroup, group, sarama.AclPatternLiteral, sarama.AclOperationRead),
 	}
 	if eos {
@@ -141,7 +144,7 @@ func without(acls []*sarama.ResourceAcls, typ sarama.AclResourceType, name strin
 // doing nothing.
 func TestWorkerMissingAnACLStopsWithTheRefusal(t *testing.T) {
 	sec := secureEnv(t)
-	const input, output, txnIDs = "input", "output", "transactional IDs"
+	const input, output, txnIDs, groupTopics = "input", "output", "transactional IDs", "the group's topics"
 	for _, tc := range []struct {
 		name string
 		typ  sarama.AclResourceType
@@ -154,13 +157,21 @@ func TestWorkerMissingAnACLStopsWithTheRefusal(t *testing.T) {
 		{"exactly-once, no WRITE on the output", sarama.AclResourceTopic, output, sarama.AclOperationWrite, true, sarama.ErrTopicAuthorizationFailed},
 		{"exactly-once, no READ on the group", sarama.AclResourceGroup, "", sarama.AclOperationRead, true, sarama.ErrGroupAuthorizationFailed},
 		{"exactly-once, no WRITE on the transactional IDs", sarama.AclResourceTransactionalID, txnIDs, sarama.AclOperationWrite, true, sarama.ErrTransactionalIDAuthorizationFailed},
+		// The table exists (an earlier run made it): its cleanup.policy is checked.
+		{"exactly-once, no DESCRIBE_CONFIGS on the group's topics", sarama.AclResourceTopic, groupTopics, sarama.AclOperationDescribeConfigs, true, sarama.ErrTopicAuthorizationFailed},
+		{"best-effort, no DESCRIBE_CONFIGS on the group's topics", sarama.AclResourceTopic, groupTopics, sarama.AclOperationDescribeConfigs, false, sarama.ErrTopicAuthorizationFailed},
 		{"best-effort, no READ on the input", sarama.AclResourceTopic, input, sarama.AclOperationRead, false, sarama.ErrTopicAuthorizationFailed},
 		{"best-effort, no READ on the group", sarama.AclResourceGroup, "", sarama.AclOperationRead, false, sarama.ErrGroupAuthorizationFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 3)
 			group := e.group("acl")
-			name := map[string]string{input: e.input, output: e.output, "": group, txnIDs: group + "-"}[tc.on]
+			name := map[string]string{input: e.input, output: e.output, "": group, txnIDs: group + "-", groupTopics: group + "-"}[tc.on]
+			if tc.on == groupTopics {
+				if err := kafkatest.CreateTopicWith(e.brokers, group+"-table", 3, map[string]string{"cleanup.policy": "compact"}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			acls := without(workerACLs(group, e.input, e.output, tc.eos), tc.typ, name, tc.op)
 			if tc.on == input {
 				// Still allowed to see the input (READ implied DESCRIBE):
@@ -200,6 +211,10 @@ func TestWorkerMissingAnACLStopsWithTheRefusal(t *testing.T) {
 			}
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("worker stopped with %v, want %v", err, tc.want)
+			}
+			// The error names the code as Kafka does.
+			if name := kafkautil.KafkaName(tc.want.(sarama.KError)); !strings.Contains(err.Error(), "("+name+")") {
+				t.Fatalf("the error does not name %s: %v", name, err)
 			}
 			t.Logf("stopped with: %v", err)
 		})

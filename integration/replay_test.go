@@ -72,19 +72,34 @@ func TestReplayAndInspection(t *testing.T) {
 		t.Fatalf("GET /v1/seen/never-seen: %+v", ans)
 	}
 
-	// A reset while the worker runs is refused; a dry run changes nothing.
+	// A reset while the worker runs is refused, and says so first; a dry run
+	// changes nothing. Neither's table of offsets reads as applied.
 	reset := []string{"reset-offsets", "--brokers", strings.Join(e.brokers, ","), "--group", group, "--input", e.input}
-	if out, code := runBin(t, bin, append(reset, "--to", "earliest")...); code != 1 || !strings.Contains(out, "live members") {
-		t.Fatalf("reset-offsets with a live worker: exit %d\n%s", code, out)
+	notApplied := func(what string, out string, code, wantCode int, first string) {
+		t.Helper()
+		if code != wantCode || !strings.HasPrefix(out, first) || !strings.Contains(out, "NEW (NOT APPLIED)") ||
+			strings.Contains(out, "NEW (APPLIED)") || strings.Contains(out, "moved on") {
+			t.Fatalf("%s: exit %d, want %d, the output led by %q with a table NOT APPLIED:\n%s", what, code, wantCode, first, out)
+		}
+		t.Logf("%s:\n%s", what, out)
+	}
+	out, code := runBin(t, bin, append(reset, "--to", "earliest")...)
+	notApplied("reset-offsets with a live worker", out, code, 1, "refused: group has live members")
+	out, code = runBin(t, bin, append(reset, "--to", "earliest", "--dry-run")...)
+	notApplied("dry run with a live worker", out, code, 0, "dry run: nothing changed")
+	if !strings.Contains(out, "a reset now would be refused: group has live members") {
+		t.Fatalf("dry run with a live worker does not say a reset would be refused:\n%s", out)
 	}
 	p.term()
 	e.waitInactive(group)
-	if out, code := runBin(t, bin, append(reset, "--to", "earliest", "--dry-run")...); code != 0 || !strings.Contains(out, "dry run") {
-		t.Fatalf("dry run: exit %d\n%s", code, out)
+	out, code = runBin(t, bin, append(reset, "--to", "earliest", "--dry-run")...)
+	notApplied("dry run", out, code, 0, "dry run: nothing changed")
+	if strings.Contains(out, "refused") {
+		t.Fatalf("dry run of a stopped group says a reset would be refused:\n%s", out)
 	}
 
 	// Table inspection of the stopped worker.
-	out, code := runBin(t, bin, "table", "stats", "--group", group, "--state-dir", state)
+	out, code = runBin(t, bin, "table", "stats", "--group", group, "--state-dir", state)
 	total := ""
 	for _, line := range strings.Split(out, "\n") {
 		if f := strings.Fields(line); len(f) == 2 && f[0] == "total" {
@@ -99,8 +114,9 @@ func TestReplayAndInspection(t *testing.T) {
 	}
 
 	// Replay against the existing table: everything is skipped and counted.
-	if out, code := runBin(t, bin, append(reset, "--to", "earliest")...); code != 0 {
-		t.Fatalf("reset-offsets: exit %d\n%s", code, out)
+	if out, code := runBin(t, bin, append(reset, "--to", "earliest")...); code != 0 || !strings.Contains(out, "NEW (APPLIED)") ||
+		strings.Contains(out, "NOT APPLIED") {
+		t.Fatalf("reset-offsets: exit %d, want 0 and a table APPLIED\n%s", code, out)
 	}
 	p = startProc(t, bin, args...)
 	e.waitProcessed(group)

@@ -21,6 +21,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/security"
 )
 
@@ -124,6 +125,8 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	// Error attributes name Kafka's error codes (PRODUCER_FENCED, ...).
+	c.Logger = kafkautil.NamingLogger(c.Logger)
 	if c.Hooks == nil {
 		c.Hooks = NopHooks{}
 	}

@@ -30,8 +30,14 @@ type Processor struct {
 // New validates, creates the topics the topology writes (the input must
 // exist) and prepares the members. Nothing is consumed until Run. ctx ends
 // the wait for an unreachable cluster (up to kafkautil.StartupTimeout), so a
-// SIGTERM during startup is honoured at once.
+// SIGTERM during startup is honoured at once. Errors name Kafka's error
+// codes (kafkautil.Named).
 func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Processor, error) {
+	p, err := newProcessor(ctx, cfg, topo)
+	return p, kafkautil.Named(err)
+}
+
+func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Processor, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -112,8 +118,9 @@ func New(ctx context.Context, cfg Config, topo *dedup.Topology) (*Processor, err
 // prepareTopics checks the input and creates the topics the topology writes,
 // returning the input's partition count. A broker that is down, a leader
 // election or a controller that moved is waited out (kafkautil.WithAdmin,
-// up to kafkautil.StartupTimeout); a missing input topic or a rejected
-// topic config fails at once.
+// up to kafkautil.StartupTimeout); a missing input topic, a rejected
+// topic config or an existing table or loop topic that does not fit the
+// group (kafkautil.ErrTopicMismatch) fails at once.
 func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int32, error) {
 	sc := baseConfig(cfg, "dedup-admin")
 	// WithAdmin retries and logs each retry; baseConfig's 100 metadata
@@ -125,7 +132,8 @@ func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int3
 		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
 			var err error
 			parts, err = kafkautil.EnsureGroupTopics(admin, kafkautil.GroupTopics{Input: topo.Input, Outputs: topo.Outputs,
-				DLQ: topo.DLQ, Table: topo.TableTopic(), Loop: topo.LoopTopic()}, cfg.Replication)
+				DLQ: topo.DLQ, Table: topo.TableTopic(), Loop: topo.LoopTopic(), Group: topo.Group, Brokers: cfg.Brokers},
+				cfg.Replication)
 			if err != nil {
 				return err
 			}
@@ -207,7 +215,8 @@ func (m *member) connect() error {
 }
 
 // Run processes until ctx is cancelled (then it commits and leaves cleanly)
-// or a member fails fatally, which stops the others.
+// or a member fails fatally, which stops the others. The error names
+// Kafka's error codes (kafkautil.Named).
 func (p *Processor) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -234,7 +243,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return kafkautil.Named(errors.Join(errs...))
 }
 
 // Ready reports whether every member has its partitions restored and can

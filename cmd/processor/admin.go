@@ -120,22 +120,22 @@ func runResetOffsets(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "TOPIC\tPARTITION\tCURRENT\tNEW\n")
-	for _, mv := range moves {
-		cur := fmt.Sprint(mv.Current)
-		if mv.Current < 0 {
-			cur = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", a.input, mv.Partition, cur, mv.New)
-	}
-	tw.Flush()
+	// A refusal comes first, and a table of offsets that were not applied
+	// says so on its header line and in its column: it must never read as
+	// a reset that ran.
+	active := groupadmin.CheckInactive(admin, a.group)
 	if *dryRun {
-		fmt.Fprintln(out, "dry run: nothing changed")
+		fmt.Fprintf(out, "dry run: nothing changed; group %s, offsets on %s NOT APPLIED:\n", a.group, a.input)
+		printMoves(out, a.input, moves, false)
+		if active != nil {
+			fmt.Fprintf(out, "a reset now would be refused: %v\n", active)
+		}
 		return nil
 	}
-	if err := groupadmin.CheckInactive(admin, a.group); err != nil {
-		return err
+	if active != nil {
+		fmt.Fprintf(out, "refused: %v\nnothing changed; group %s, offsets on %s NOT APPLIED:\n", active, a.group, a.input)
+		printMoves(out, a.input, moves, false)
+		return active
 	}
 	if err := groupadmin.Apply(client, a.group, a.input, moves); err != nil {
 		return err
@@ -149,8 +149,29 @@ func runResetOffsets(args []string, out io.Writer) error {
 			return fmt.Errorf("partition %d: committed offset is %d after the reset, want %d", mv.Partition, mv.Current, moves[i].New)
 		}
 	}
-	fmt.Fprintf(out, "group %s moved on %s; already processed events will be skipped by the table\n", a.group, a.input)
+	fmt.Fprintf(out, "group %s moved on %s, applied:\n", a.group, a.input)
+	printMoves(out, a.input, moves, true)
+	fmt.Fprintln(out, "already processed events will be skipped by the table")
 	return nil
+}
+
+// printMoves prints the offsets table; its NEW column says whether the
+// offsets were applied.
+func printMoves(out io.Writer, topic string, moves []groupadmin.Move, applied bool) {
+	newCol := "NEW (NOT APPLIED)"
+	if applied {
+		newCol = "NEW (APPLIED)"
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "TOPIC\tPARTITION\tCURRENT\t%s\n", newCol)
+	for _, mv := range moves {
+		cur := fmt.Sprint(mv.Current)
+		if mv.Current < 0 {
+			cur = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", topic, mv.Partition, cur, mv.New)
+	}
+	tw.Flush()
 }
 
 // runResetState deletes the group's table topic and its local state, for a

@@ -12,6 +12,7 @@ import (
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/examples/settlement/settle"
 	"github.com/dedupkit/dedup/processor"
+	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/security"
 )
 
@@ -331,10 +332,11 @@ func parseLevel(s string) (slog.Level, error) {
 func newLogger(cfg *Config, w *os.File) *slog.Logger {
 	level, _ := parseLevel(cfg.LogLevel)
 	opts := &slog.HandlerOptions{Level: level}
+	// Error attributes name Kafka's error codes (PRODUCER_FENCED, ...).
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return kafkautil.NamingLogger(slog.New(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return kafkautil.NamingLogger(slog.New(slog.NewTextHandler(w, opts)))
 }
 
 func splitList(s string) []string {

@@ -16,6 +16,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
 const usage = `usage: processor <command> [flags]
@@ -72,7 +74,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "processor %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "processor %s: %v\n", args[0], kafkautil.Named(err))
 		return 1
 	}
 	return 0

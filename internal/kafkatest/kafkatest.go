@@ -44,12 +44,21 @@ func Config() *sarama.Config {
 
 // CreateTopic creates topic with the broker's default replication factor.
 func CreateTopic(brokers []string, topic string, partitions int32) error {
+	return CreateTopicWith(brokers, topic, partitions, nil)
+}
+
+// CreateTopicWith is CreateTopic with topic configs (cleanup.policy=..., say).
+func CreateTopicWith(brokers []string, topic string, partitions int32, config map[string]string) error {
 	admin, err := sarama.NewClusterAdmin(brokers, Config())
 	if err != nil {
 		return err
 	}
 	defer admin.Close()
-	err = admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: -1}, false)
+	detail := &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: -1, ConfigEntries: map[string]*string{}}
+	for k, v := range config {
+		detail.ConfigEntries[k] = &v
+	}
+	err = admin.CreateTopic(topic, detail, false)
 	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
 		return fmt.Errorf("create topic %s: %w", topic, err)
 	}

@@ -58,11 +58,12 @@ var transientKErrors = []sarama.KError{
 // clear: a broker that cannot be reached or reset the connection, one of
 // transientKErrors, or INVALID_REPLICATION_FACTOR because too few brokers are
 // registered or unfenced right now. Everything else — a missing input topic
-// (ErrNoInputTopic), an invalid config, an authorization failure, a nonsense
+// (ErrNoInputTopic), an existing topic that does not fit the group
+// (ErrTopicMismatch), an invalid config, an authorization failure, a nonsense
 // replication factor, a failed authentication (Refused) — is a configuration
 // error that no wait will fix.
 func Transient(err error) bool {
-	if err == nil || errors.Is(err, ErrNoInputTopic) || Refused(err) {
+	if err == nil || errors.Is(err, ErrNoInputTopic) || errors.Is(err, ErrTopicMismatch) || Refused(err) {
 		return false
 	}
 	if errors.Is(err, sarama.ErrInvalidReplicationFactor) {

@@ -69,29 +69,59 @@ func describeInput(admin sarama.ClusterAdmin, input string) (int32, error) {
 	return int32(len(meta[0].Partitions)), nil
 }
 
-// GroupTopics names the topics of one dedup consumer group.
+// GroupTopics names the topics of one dedup consumer group, and the group
+// and brokers that the fix commands of a mismatch error name.
 type GroupTopics struct {
 	Input, DLQ, Table, Loop string
 	Outputs                 []string
+	Group                   string
+	Brokers                 []string
 }
 
 // EnsureGroupTopics checks the input and creates, when missing, the output
 // and dead-letter topics, the compacted table changelog and the loop topic
 // (a day's retention: a looped record is read within seconds), all with the
-// input's partition count. Both runtimes call it before consuming.
+// input's partition count. Both runtimes call it before consuming. A table
+// or loop topic that exists already must have the input's partition count
+// and the table cleanup.policy=compact, or it fails with ErrTopicMismatch
+// naming the fix: the worker never alters a topic it did not create.
 func EnsureGroupTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int16) (int32, error) {
 	parts, err := EnsureTopics(admin, t.Input, replication, append([]string{t.DLQ}, t.Outputs...)...)
 	if err != nil {
 		return 0, err
 	}
-	if err := CreateTopic(admin, t.Table, parts, replication, map[string]string{"cleanup.policy": "compact"}); err != nil {
+	existed, err := createTopic(admin, t.Table, parts, replication, map[string]string{"cleanup.policy": tableCleanupPolicy})
+	if err != nil {
 		return 0, err
 	}
-	return parts, CreateTopic(admin, t.Loop, parts, replication, map[string]string{"retention.ms": "86400000"})
+	if existed {
+		if err := checkCopartitioned(admin, t, t.Table, parts); err != nil {
+			return 0, err
+		}
+		if err := checkTablePolicy(admin, t); err != nil {
+			return 0, err
+		}
+	}
+	if existed, err = createTopic(admin, t.Loop, parts, replication, map[string]string{"retention.ms": "86400000"}); err != nil {
+		return 0, err
+	}
+	if existed {
+		if err := checkCopartitioned(admin, t, t.Loop, parts); err != nil {
+			return 0, err
+		}
+	}
+	return parts, nil
 }
 
 // CreateTopic creates a topic unless it exists.
 func CreateTopic(admin sarama.ClusterAdmin, name string, partitions int32, replication int16, config map[string]string) error {
+	_, err := createTopic(admin, name, partitions, replication, config)
+	return err
+}
+
+// createTopic creates a topic unless it exists, and says whether it did.
+// A failure names the topic.
+func createTopic(admin sarama.ClusterAdmin, name string, partitions int32, replication int16, config map[string]string) (existed bool, err error) {
 	detail := &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: replication}
 	if len(config) > 0 {
 		detail.ConfigEntries = map[string]*string{}
@@ -99,11 +129,14 @@ func CreateTopic(admin sarama.ClusterAdmin, name string, partitions int32, repli
 			detail.ConfigEntries[k] = &v
 		}
 	}
-	err := admin.CreateTopic(name, detail, false)
-	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
-		return fmt.Errorf("create topic %q: %w", name, err)
+	err = admin.CreateTopic(name, detail, false)
+	if errors.Is(err, sarama.ErrTopicAlreadyExists) {
+		return true, nil
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("create topic %q: %w", name, err)
+	}
+	return false, nil
 }
 
 // WaitForBroker retries connecting until a broker answers or the deadline

@@ -1,0 +1,111 @@
+package kafkautil
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/IBM/sarama"
+)
+
+// ErrTopicMismatch is returned when a topic of the group already exists but
+// not as the worker needs it: a table or loop topic whose partition count is
+// not the input's, a table whose cleanup.policy is not compact. No retry
+// fixes it (Transient is false), so the worker stops at start with the fix;
+// left running, it would judge events against the wrong partition's seen
+// IDs, or restore a table that the broker's retention has thinned.
+var ErrTopicMismatch = errors.New("existing topic does not fit the group")
+
+// tableCleanupPolicy is the only cleanup.policy the table topic may have.
+// With "delete", or "compact,delete", the broker drops changelog records
+// older than the topic's retention.ms whatever their key: a restored table
+// then lacks seen IDs the worker still counts as seen (--retention is
+// independent of the topic's retention.ms), and their duplicates pass.
+const tableCleanupPolicy = "compact"
+
+// checkCopartitioned fails with ErrTopicMismatch unless topic has the
+// input's partition count. A topic the metadata does not show yet (created
+// a moment ago by another instance) is a transient UNKNOWN_TOPIC_OR_PARTITION.
+func checkCopartitioned(admin sarama.ClusterAdmin, t GroupTopics, topic string, want int32) error {
+	meta, err := admin.DescribeTopics([]string{topic})
+	if err != nil {
+		return fmt.Errorf("describe topic %q: %w", topic, err)
+	}
+	if len(meta) != 1 {
+		return fmt.Errorf("describe topic %q: %w", topic, sarama.ErrUnknownTopicOrPartition)
+	}
+	if meta[0].Err != sarama.ErrNoError {
+		return fmt.Errorf("describe topic %q: %w", topic, meta[0].Err)
+	}
+	found := int32(len(meta[0].Partitions))
+	if found == want {
+		return nil
+	}
+	if topic == t.Loop {
+		return fmt.Errorf("%w: topic %s has %d partitions, want %d (the input %s has %d): a re-keyed event is written to "+
+			"the loop partition of its table partition. Fix: with every worker of group %s stopped and the group's lag "+
+			"on %s 0 (kafka-consumer-groups.sh --bootstrap-server %s --describe --group %s), delete it with "+
+			"`kafka-topics.sh --bootstrap-server %s --delete --topic %s`; the worker creates it again with %d partitions",
+			ErrTopicMismatch, topic, found, want, t.Input, want, t.group(), topic, t.bootstrap(), t.group(), t.bootstrap(), topic, want)
+	}
+	fix := fmt.Sprintf("with every worker of group %s stopped, delete the table topic and the local tables with "+
+		"`processor reset-state --brokers %s --group %s --state-dir <each instance's --state-dir> --yes` "+
+		"(events seen before can then pass again) and start the workers; the table is created again with %d partitions",
+		t.group(), t.bootstrap(), t.group(), want)
+	if found > want {
+		fix += fmt.Sprintf("; or, if the input is to have %d partitions, raise it to that: "+
+			"`kafka-topics.sh --bootstrap-server %s --alter --topic %s --partitions %d`", found, t.bootstrap(), t.Input, found)
+	}
+	return fmt.Errorf("%w: topic %s has %d partitions, want %d (the input %s has %d): table partition p is read "+
+		"with input partition p (copartitioning), and the seen IDs in it were placed for %d partitions: changing the "+
+		"table's count does not move them. Fix: %s", ErrTopicMismatch, topic, found, want, t.Input, want, found, fix)
+}
+
+// checkTablePolicy fails with ErrTopicMismatch unless the table topic's
+// cleanup.policy is compact. Reading it needs DescribeConfigs on the topic;
+// a refusal names that ACL.
+func checkTablePolicy(admin sarama.ClusterAdmin, t GroupTopics) error {
+	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: t.Table,
+		ConfigNames: []string{"cleanup.policy"}})
+	if err != nil {
+		if Refused(err) {
+			return fmt.Errorf("describe configs of %s (the worker checks its cleanup.policy at start: "+
+				"allow DescribeConfigs on it): %w", t.Table, err)
+		}
+		return fmt.Errorf("describe configs of %s: %w", t.Table, err)
+	}
+	for _, e := range entries {
+		if e.Name != "cleanup.policy" {
+			continue
+		}
+		policy := strings.ReplaceAll(e.Value, " ", "")
+		if policy == tableCleanupPolicy {
+			return nil
+		}
+		why := "delete drops seen IDs older than the topic's retention.ms, and a restored table forgets them"
+		if strings.Contains(policy, tableCleanupPolicy) {
+			why = "with delete as well, the broker drops seen IDs older than the topic's retention.ms, and a restored " +
+				"table forgets them while the worker still counts them as seen"
+		}
+		return fmt.Errorf("%w: topic %s has cleanup.policy=%s, want %s (the table's changelog: %s). Fix: "+
+			"`kafka-configs.sh --bootstrap-server %s --alter --entity-type topics --entity-name %s --add-config cleanup.policy=%s`",
+			ErrTopicMismatch, t.Table, e.Value, tableCleanupPolicy, why, t.bootstrap(), t.Table, tableCleanupPolicy)
+	}
+	return fmt.Errorf("topic %s reports no cleanup.policy", t.Table)
+}
+
+// bootstrap is the brokers as the fix commands take them.
+func (t GroupTopics) bootstrap() string {
+	if len(t.Brokers) == 0 {
+		return "<brokers>"
+	}
+	return strings.Join(t.Brokers, ",")
+}
+
+// group is the consumer group, named by the table topic.
+func (t GroupTopics) group() string {
+	if t.Group != "" {
+		return t.Group
+	}
+	return strings.TrimSuffix(t.Table, "-table")
+}
