@@ -11,8 +11,8 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/examples/settlement/settle"
-	"github.com/dedupkit/dedup/processor"
 	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/processor"
 	"github.com/dedupkit/dedup/security"
 )
 
