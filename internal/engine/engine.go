@@ -54,6 +54,13 @@ type RecordEmitter interface {
 // Process is the goka callback: ProcessRecord, with an error ending the
 // callback through ctx.Fail as goka expects.
 func Process(t *dedup.Topology, ctx goka.Context, msg any) {
+	if err := ctx.Context().Err(); err != nil {
+		// goka may hand over the partition's next record after one was
+		// interrupted; processing it would commit an offset past the
+		// interrupted one, which would then never be processed.
+		ctx.DeferCommit()(fmt.Errorf("%w: %w", dedup.ErrInterrupted, err))
+		return
+	}
 	err := ProcessRecord(t, ctx, msg)
 	switch {
 	case errors.Is(err, dedup.ErrInterrupted):
