@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/dedupkit/dedup"
 
 	"context"
@@ -252,20 +254,11 @@ func checkOutputs(t *dedup.Topology, outs []dedup.Message) error {
 		switch {
 		case m.Topic == "" && len(t.Outputs) > 1:
 			return fmt.Errorf("message %d has no topic, and the topology has %d outputs %v", i, len(t.Outputs), t.Outputs)
-		case m.Topic != "" && !contains(t.Outputs, m.Topic):
+		case m.Topic != "" && !slices.Contains(t.Outputs, m.Topic):
 			return fmt.Errorf("message %d is for topic %q, which is not an output of the topology %v", i, m.Topic, t.Outputs)
 		}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // handle runs the handler with bounded retries and exponential backoff. It
