@@ -99,8 +99,8 @@ func (t Table) Validate() error {
 }
 
 // Key returns the dedup key of an event. In event-id mode with CloudEvents
-// headers the key is ce_source and ce_id joined by a NUL byte, which neither
-// may contain, so distinct pairs never collide.
+// headers the key is ce_source and ce_id joined by a NUL byte, which the
+// decoder refuses in ce_source, so distinct pairs never collide.
 func (t Table) Key(ev *codecs.Event) (string, error) {
 	if t.KeyType == KeyAggregateID {
 		if ev.AggregateID == "" {

@@ -101,7 +101,9 @@ func EventID(s IDSource) Option {
 
 // JSONField reads the ID from a field of the JSON body; a dotted path
 // ("meta.eventId") reads it from nested objects. The envelope's
-// "aggregateId", "type", "occurredAt" and "payload" stay top-level.
+// "aggregateId", "type", "occurredAt" and "payload" stay top-level. A body
+// in which one of these, or a step of the path, occurs twice is
+// dead-lettered as "duplicate-field": parsers disagree on which copy counts.
 func JSONField(path string) IDSource { return IDSource{src: codecs.IDSource{Field: path}} }
 
 // HeaderID reads the ID from a record header; the body is not parsed.

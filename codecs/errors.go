@@ -6,14 +6,19 @@ import "errors"
 // with errors.Is; Reason turns them into the short label used in the
 // dead-letter header and the metrics.
 var (
-	ErrNullValue   = errors.New("null value")
-	ErrEmptyValue  = errors.New("empty value")
-	ErrNotJSON     = errors.New("not JSON")
-	ErrBadField    = errors.New("field has the wrong type or format")
-	ErrNoID        = errors.New("no event ID")
-	ErrIDTooLong   = errors.New("ID too long")
-	ErrBadSeen     = errors.New("malformed seen record")
-	ErrSeenVersion = errors.New("unknown seen record version")
+	ErrNullValue  = errors.New("null value")
+	ErrEmptyValue = errors.New("empty value")
+	ErrNotJSON    = errors.New("not JSON")
+	ErrBadField   = errors.New("field has the wrong type or format")
+	ErrNoID       = errors.New("no event ID")
+	// ErrDuplicateField: a member the decoder reads (the ID, a step of its
+	// path, aggregateId, type, occurredAt, payload) or the ID header occurs
+	// twice with different values. Parsers disagree on which one counts, so
+	// the record is refused rather than judged by a guess.
+	ErrDuplicateField = errors.New("field occurs twice")
+	ErrIDTooLong      = errors.New("ID too long")
+	ErrBadSeen        = errors.New("malformed seen record")
+	ErrSeenVersion    = errors.New("unknown seen record version")
 )
 
 // DecodeError says what is wrong with a record.
@@ -40,6 +45,7 @@ var reasons = []struct {
 	{ErrNotJSON, "not-json"},
 	{ErrBadField, "bad-field"},
 	{ErrNoID, "no-id"},
+	{ErrDuplicateField, "duplicate-field"},
 	{ErrIDTooLong, "id-too-long"},
 	{ErrBadSeen, "bad-seen-record"},
 	{ErrSeenVersion, "bad-seen-record"},

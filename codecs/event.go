@@ -7,6 +7,7 @@ package codecs
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -129,10 +130,34 @@ func (d Decoder) decodeHeaders(value []byte, headers map[string][]byte) (*Event,
 	return ev, nil
 }
 
+// The members decodeJSON reads, one bit each, to find a name that repeats.
+const (
+	memberID uint8 = 1 << iota
+	memberAggregateID
+	memberType
+	memberOccurredAt
+	memberPayload
+)
+
+func memberBit(key []byte) uint8 {
+	switch string(key) { // no allocation for these comparisons
+	case "aggregateId":
+		return memberAggregateID
+	case "type":
+		return memberType
+	case "occurredAt":
+		return memberOccurredAt
+	case "payload":
+		return memberPayload
+	}
+	return 0
+}
+
 // decodeJSON reads the envelope in one pass (scanObject) and decodes only the
 // members it needs. Member names match exactly (encoding/json would also take
-// "EventID" for "eventId"); when a name repeats, the last one counts, as in
-// encoding/json.
+// "EventID" for "eventId"). A member it reads that occurs twice is refused
+// (ErrDuplicateField): encoding/json takes the last one, other parsers the
+// first, so the event's identity would depend on who reads it.
 func decodeJSON(value []byte, idField string) (*Event, error) {
 	// encoding/json replaces invalid UTF-8 with U+FFFD, which would make
 	// IDs that differ only in their bad bytes one dedup key: refuse them.
@@ -144,7 +169,8 @@ func decodeJSON(value []byte, idField string) (*Event, error) {
 	}
 	ev := &Event{Raw: value}
 	idHead, idRest := splitPath(idField)
-	var fieldErr error
+	var fieldErr, dupErr error
+	var seen uint8
 	err := scanObject(value, func(key []byte, escaped bool, raw []byte) error {
 		if escaped { // rare: compare the unescaped name
 			var name string
@@ -153,36 +179,56 @@ func decodeJSON(value []byte, idField string) (*Event, error) {
 			}
 			key = []byte(name)
 		}
-		var err error
+		bits := memberBit(key)
 		if string(key) == idHead {
-			if v, ok := lookupPath(raw, idRest); ok {
+			bits |= memberID
+		}
+		if bits == 0 {
+			return nil
+		}
+		if seen&bits != 0 && dupErr == nil {
+			dupErr = fmt.Errorf("JSON field %q occurs more than once", key)
+		}
+		seen |= bits
+		var err error
+		if bits&memberID != 0 {
+			var v []byte
+			var found bool
+			if v, found, err = lookupPath(raw, idRest); found {
 				ev.EventID, err = stringValue(v, idField)
-			} else {
+			} else if err == nil {
 				ev.EventID = ""
 			}
 		}
-		switch string(key) { // no allocation for these comparisons
-		case "aggregateId":
+		switch bits &^ memberID {
+		case memberAggregateID:
 			ev.AggregateID, err = stringValue(raw, "aggregateId")
-		case "type":
+		case memberType:
 			ev.Type, err = stringValue(raw, "type")
-		case "occurredAt":
+		case memberOccurredAt:
 			ev.OccurredAt = time.Time{}
 			if string(raw) != "null" {
 				if err = ev.OccurredAt.UnmarshalJSON(raw); err != nil {
 					err = fmt.Errorf("JSON field \"occurredAt\": %w", err)
 				}
 			}
-		case "payload":
+		case memberPayload:
 			ev.Payload = raw
 		}
-		if err != nil && fieldErr == nil {
+		if errors.Is(err, errDuplicate) {
+			if dupErr == nil {
+				dupErr = err
+			}
+		} else if err != nil && fieldErr == nil {
 			fieldErr = err // the document must still be valid JSON
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, newDecodeError(ErrNotJSON, describeNotJSON(value))
+	}
+	if dupErr != nil {
+		return nil, newDecodeError(ErrDuplicateField, dupErr.Error())
 	}
 	if fieldErr != nil {
 		return nil, newDecodeError(ErrBadField, fieldErr.Error())
@@ -229,6 +275,11 @@ func checkIDs(ev *Event, where string) error {
 	}
 	if !utf8.ValidString(ev.EventID) || !utf8.ValidString(ev.Source) {
 		return newDecodeError(ErrBadField, "event ID is not valid UTF-8")
+	}
+	// The dedup key of a header-mode ID is source NUL id: a NUL inside the
+	// source would let ("a\x00b", "c") and ("a", "b\x00c") share one key.
+	if strings.IndexByte(ev.Source, 0) >= 0 {
+		return newDecodeError(ErrBadField, "the ID's source contains a NUL byte")
 	}
 	// encoding/json turns a lone surrogate escape ("\ud800") into U+FFFD, so
 	// distinct bad IDs would share one dedup key: refuse the character.

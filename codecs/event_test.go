@@ -37,6 +37,20 @@ func TestDecoderJSON(t *testing.T) {
 		{"id too long", DefaultIDSource(), []byte(`{"eventId":"` + long + `"}`), "", "", ErrIDTooLong},
 		{"aggregate too long", DefaultIDSource(), []byte(`{"eventId":"e","aggregateId":"` + long + `"}`), "", "", ErrIDTooLong},
 		{"id at limit", DefaultIDSource(), []byte(`{"eventId":"` + long[1:] + `"}`), long[1:], "", nil},
+		{"id twice", DefaultIDSource(), []byte(`{"eventId":"a","payload":{},"eventId":"b"}`), "", "", ErrDuplicateField},
+		{"id twice, same value", DefaultIDSource(), []byte(`{"eventId":"a","eventId":"a"}`), "", "", ErrDuplicateField},
+		{"id twice, once escaped", DefaultIDSource(), []byte(`{"eventId":"a","event\u0049d":"b"}`), "", "", ErrDuplicateField},
+		{"id twice, later one null", DefaultIDSource(), []byte(`{"eventId":"a","eventId":null}`), "", "", ErrDuplicateField},
+		{"aggregate twice", DefaultIDSource(), []byte(`{"eventId":"e","aggregateId":"a","aggregateId":"b"}`), "", "", ErrDuplicateField},
+		{"occurredAt twice", DefaultIDSource(), []byte(`{"eventId":"e","occurredAt":null,"occurredAt":"2026-01-02T03:04:05Z"}`), "", "", ErrDuplicateField},
+		{"payload twice", DefaultIDSource(), []byte(`{"eventId":"e","payload":1,"payload":2}`), "", "", ErrDuplicateField},
+		{"type twice", DefaultIDSource(), []byte(`{"eventId":"e","type":"A","type":"B"}`), "", "", ErrDuplicateField},
+		{"unread member twice is the handler's business", DefaultIDSource(), []byte(`{"eventId":"e","note":1,"note":2}`), "e", "", nil},
+		{"same name in payload and envelope", DefaultIDSource(), []byte(`{"eventId":"e","payload":{"eventId":"x"}}`), "e", "", nil},
+		{"nested path", IDSource{Field: "meta.id"}, []byte(`{"meta":{"id":"n1","id2":"x"}}`), "n1", "", nil},
+		{"nested step twice", IDSource{Field: "meta.id"}, []byte(`{"meta":{"id":"a","id":"b"}}`), "", "", ErrDuplicateField},
+		{"nested parent twice", IDSource{Field: "meta.id"}, []byte(`{"meta":{"id":"a"},"meta":{"id":"b"}}`), "", "", ErrDuplicateField},
+		{"nested sibling twice", IDSource{Field: "meta.id"}, []byte(`{"meta":{"id":"a","v":1,"v":2}}`), "a", "", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,6 +100,13 @@ func TestDecoderCloudEventsHeaders(t *testing.T) {
 	}
 	if _, err := d.Decode(body, map[string][]byte{"ce_id": {0xff, 0xfe}, "ce_source": []byte("s")}); !errors.Is(err, ErrBadField) {
 		t.Fatalf("invalid utf-8 id: err = %v, want ErrBadField", err)
+	}
+	// ("a\x00b","c") and ("a","b\x00c") would share the key "a\x00b\x00c".
+	if _, err := d.Decode(body, map[string][]byte{"ce_id": []byte("c"), "ce_source": []byte("a\x00b")}); !errors.Is(err, ErrBadField) {
+		t.Fatalf("NUL in ce_source: err = %v, want ErrBadField", err)
+	}
+	if ev, err := d.Decode(body, map[string][]byte{"ce_id": []byte("b\x00c"), "ce_source": []byte("a")}); err != nil || ev.EventID != "b\x00c" {
+		t.Fatalf("NUL in ce_id: ev %+v, err %v; the key stays unambiguous, so it is kept", ev, err)
 	}
 }
 
@@ -177,6 +198,12 @@ func FuzzScanObject(f *testing.F) {
 			return // not a string: the decoder must refuse it, checked below
 		}
 		ev, err := Decoder{ID: DefaultIDSource()}.Decode(value, nil)
+		if errors.Is(err, ErrDuplicateField) {
+			if !hasRepeatedEnvelopeMember(t, value) {
+				t.Fatalf("decode %q: %v, but no envelope member repeats", value, err)
+			}
+			return
+		}
 		if err != nil {
 			if id != "" && !errors.Is(err, ErrBadField) && !errors.Is(err, ErrIDTooLong) {
 				t.Fatalf("decode %q: %v, but encoding/json reads the ID %q", value, err, id)
@@ -223,4 +250,32 @@ func TestDecodeNestedIDPath(t *testing.T) {
 			t.Fatalf("%s in %s: reason %q, want no-id", tt.path, tt.value, Reason(err))
 		}
 	}
+}
+
+// hasRepeatedEnvelopeMember says, by encoding/json's tokenizer, whether a
+// top-level member the decoder reads occurs twice in the object value.
+func hasRepeatedEnvelopeMember(t *testing.T, value []byte) bool {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(value))
+	if _, err := dec.Token(); err != nil { // '{'
+		t.Fatalf("tokenize %q: %v", value, err)
+	}
+	count := map[string]int{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("tokenize %q: %v", value, err)
+		}
+		count[tok.(string)]++
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatalf("tokenize %q: %v", value, err)
+		}
+	}
+	for _, name := range []string{"eventId", "aggregateId", "type", "occurredAt", "payload"} {
+		if count[name] > 1 {
+			return true
+		}
+	}
+	return false
 }

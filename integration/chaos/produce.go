@@ -27,7 +27,7 @@ type badKind struct {
 	make   func(n int) (key, value []byte)
 }
 
-// badKinds are the scenario's seven kinds of malformed record.
+// badKinds are the scenario's eight kinds of malformed record.
 var badKinds = map[string]badKind{
 	"not-json": {"not-json", func(n int) ([]byte, []byte) {
 		return fmt.Appendf(nil, "agg-bad-%d", n), fmt.Appendf(nil, "this is not JSON #%d", n)
@@ -51,6 +51,11 @@ var badKinds = map[string]badKind{
 	"invalid-utf8": {"bad-field", func(n int) ([]byte, []byte) {
 		return fmt.Appendf(nil, "agg-\xc3\x28-%d", n), fmt.Appendf(nil, "{\"eventId\":\"u8-%d-\xff\xfe\",\"type\":\"OrderPaid\"}", n)
 	}},
+	// The event ID twice with different values: a decoder that took either
+	// one would output an event nobody can name.
+	"duplicate-id": {"duplicate-field", func(n int) ([]byte, []byte) {
+		return fmt.Appendf(nil, "agg-bad-%d", n), fmt.Appendf(nil, `{"eventId":"dupid-%d-a","type":"OrderPaid","eventId":"dupid-%d-b"}`, n, n)
+	}},
 	"empty-value": {"empty-value", func(n int) ([]byte, []byte) {
 		return fmt.Appendf(nil, "agg-bad-%d", n), []byte{}
 	}},
@@ -60,7 +65,7 @@ var badKinds = map[string]badKind{
 }
 
 func allBadKinds() []string {
-	return []string{"not-json", "no-id", "oversized-id", "wrong-types", "invalid-utf8", "empty-value", "null-value"}
+	return []string{"not-json", "no-id", "oversized-id", "wrong-types", "invalid-utf8", "duplicate-id", "empty-value", "null-value"}
 }
 
 // record is one record of the load.

@@ -1,11 +1,11 @@
 package engine
 
 import (
-	"github.com/dedupkit/dedup"
-
+	"bytes"
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/codecs"
 )
 
@@ -84,10 +84,20 @@ func decode(t *dedup.Topology, rec dedup.Record) (*codecs.Event, error) {
 	if t.IDSource.Header != "" {
 		hm = make(map[string][]byte, len(rec.Headers))
 		for _, h := range rec.Headers { // the last one wins, as dedup.Headers.Get
+			if prev, ok := hm[h.Key]; ok && isIDHeader(t.IDSource, h.Key) && !bytes.Equal(prev, h.Value) {
+				return nil, &codecs.DecodeError{Kind: codecs.ErrDuplicateField,
+					Detail: fmt.Sprintf("header %q occurs more than once with different values", h.Key)}
+			}
 			hm[h.Key] = h.Value
 		}
 	}
 	return codecs.Decoder{ID: t.IDSource}.Decode(rec.Value, hm)
+}
+
+// isIDHeader says whether a header makes up the event's identity; a record
+// that carries one twice with different values has no single identity.
+func isIDHeader(src codecs.IDSource, key string) bool {
+	return key == src.Header || (src.SourceHeader != "" && key == src.SourceHeader)
 }
 
 // opaqueEvent is the event of a record whose body is not parsed.
