@@ -117,6 +117,7 @@ func TestBadInputIsDeadLettered(t *testing.T) {
 	}{
 		{kafkatest.Record{Key: "k", Value: []byte("not json at all")}, "not-json"},
 		{kafkatest.Record{Key: "k", Value: []byte(`{"aggregateId":"a","type":"X"}`)}, "no-id"},
+		{kafkatest.Record{Key: "k", Value: []byte(`{"eventId":"d1","aggregateId":"a","eventId":"d2"}`)}, "duplicate-field"},
 		{kafkatest.Record{Key: "k", Value: []byte{}}, "empty-value"},
 		{kafkatest.Record{Key: "k", Value: nil}, "null-value"},
 	}
