@@ -15,26 +15,36 @@ import (
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/netfault"
 	"github.com/dedupkit/dedup/metrics"
+	"github.com/dedupkit/dedup/security"
 )
 
-// A worker that cannot commit must say so. The output topic here is set to
-// refuse records over 1 KiB after the worker started (it reads the topics'
-// limits at start, and dead-letters records over them; a limit lowered
-// while it runs is found only by the broker), so once a 4 KiB event comes,
-// every transaction holds a record the broker refuses and aborts, and the member consumes the event
+// A worker that cannot commit must say so. It runs here as a user with the
+// ACLs docs/security.md lists, which give no DescribeConfigs on the output
+// topic: the worker cannot read that topic's max.message.bytes (it warns at
+// start). The limit is lowered to 1 KiB after the worker started, so once a
+// 4 KiB event comes, every transaction holds a record the broker refuses,
+// reading the limits again does not help, and the member consumes the event
 // again after each abort: the worker makes no progress while its tables are
 // fine and its process is up. /readyz must turn 503 once the aborts reach
-// --ready-abort-limit, /healthz once the event has waited --live-stall-after,
-// and both must be 200 again once the topic takes the record.
+// --ready-abort-limit, /healthz once the event has waited
+// --live-stall-after, and both must be 200 again once the topic takes the
+// record. (With DescribeConfigs the worker dead-letters the event instead:
+// TestRecordLimitLoweredWhileRunning.)
 func TestHealthOfAWorkerThatCannotCommit(t *testing.T) {
+	sec := secureEnv(t)
 	e := newEnv(t, 1)
 	group := e.group("health")
 	if err := kafkatest.CreateTopic(e.brokers, e.output, 1); err != nil {
 		t.Fatal(err)
 	}
+	user, password := scramUser(t, sec, e.brokers, security.SCRAMSHA256)
+	grant(t, e.brokers, user, workerACLs(group, e.input, e.output, true))
+	t.Setenv("PROCESSOR_SASL_PASSWORD", password)
 	const readyStall, liveStall = 11 * time.Second, 16 * time.Second
 	p := startProc(t, buildProcessor(t), workerArgs(e, group, t.TempDir(), "--commit-interval", "50ms",
-		"--ready-abort-limit", "3", "--ready-stall-after", readyStall.String(), "--live-stall-after", liveStall.String())...)
+		"--ready-abort-limit", "3", "--ready-stall-after", readyStall.String(), "--live-stall-after", liveStall.String(),
+		"--brokers", strings.Join(sec.brokers, ","), "--tls", "--tls-ca-file", sec.caFile,
+		"--sasl-mechanism", "SCRAM-SHA-256", "--sasl-user", user)...)
 
 	small := e.produce(event("small", "a"))
 	e.waitProcessed(group)
@@ -43,6 +53,9 @@ func TestHealthOfAWorkerThatCannotCommit(t *testing.T) {
 		t.Fatalf("a worker that committed: %+v", h)
 	}
 
+	if !strings.Contains(p.logs.String(), "no DescribeConfigs on these topics") {
+		t.Errorf("the worker did not warn that it cannot read the output topic's limit:\n%s", tail(p.logs.String(), 20))
+	}
 	setMaxMessageBytes(t, e.brokers, e.output, 1024)
 	big := e.produce(kafkatest.Record{Key: "b", Value: bigEvent("big")})
 	refused := time.Now()
@@ -146,18 +159,24 @@ func bigEvent(id string) []byte {
 	return fmt.Appendf(nil, `{"eventId":%q,"aggregateId":"b","type":"OrderPaid","payload":{"pad":%q}}`, id, strings.Repeat("x", 4096))
 }
 
-// setMaxMessageBytes creates topic with max.message.bytes n, or sets it on
-// the existing topic.
+// setMaxMessageBytes sets max.message.bytes n on the existing topic.
 func setMaxMessageBytes(t *testing.T, brokers []string, topic string, n int) {
+	t.Helper()
+	setTopicConfig(t, brokers, topic, "max.message.bytes", fmt.Sprint(n))
+}
+
+// setTopicConfig sets one config entry of the existing topic (the others
+// keep their values: an incremental alter).
+func setTopicConfig(t *testing.T, brokers []string, topic, name, value string) {
 	t.Helper()
 	admin, err := sarama.NewClusterAdmin(brokers, kafkatest.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	v := fmt.Sprint(n)
-	if err := admin.AlterConfig(sarama.TopicResource, topic, map[string]*string{"max.message.bytes": &v}, false); err != nil {
-		t.Fatalf("max.message.bytes=%d on %s: %v", n, topic, err)
+	entries := map[string]sarama.IncrementalAlterConfigsEntry{name: {Operation: sarama.IncrementalAlterConfigsOperationSet, Value: &value}}
+	if err := admin.IncrementalAlterConfig(sarama.TopicResource, topic, entries, false); err != nil {
+		t.Fatalf("%s=%s on %s: %v", name, value, topic, err)
 	}
 }
 

@@ -107,3 +107,44 @@ func TestRecordTooLargeIsDeadLetteredNotWedged(t *testing.T) {
 			g.Headers[dedup.HeaderDLQOriginalSHA256], len(garbage))
 	}
 }
+
+// TestRecordLimitLoweredWhileRunning: the output topic's max.message.bytes
+// is lowered to 2000 after the worker read the limits. The broker then
+// refuses the transaction that holds a 3000-byte output; the worker must
+// read the limits again, dead-letter that event (cut to the new limit) when
+// it comes again, and go on with the next one. Before, every transaction
+// that held the record aborted, for good.
+func TestRecordLimitLoweredWhileRunning(t *testing.T) {
+	e := newEnv(t, 1)
+	group := e.group("lowered")
+	dropTopics(t, e.brokers, e.output)
+	createTopicWithConfig(t, e.brokers, e.output, 1, map[string]string{"max.message.bytes": "100000"})
+	topo := e.topology(group, &counter{})
+	e.startEOS(topo, processor.Config{StateDir: t.TempDir()})
+
+	e.produce(event("a", "a"))
+	e.waitProcessed(group)
+	setMaxMessageBytes(t, e.brokers, e.output, 2000)
+	big := kafkatest.Record{Key: "big", Value: fmt.Appendf(nil, `{"eventId":"big","pad":%q}`, bytes.Repeat([]byte("p"), 3000))}
+	e.produce(big, event("b", "b"))
+	e.waitProcessed(group)
+
+	ids := eventIDs(t, e.read(e.output))
+	if len(ids) != 2 || ids["a"] != 1 || ids["b"] != 1 {
+		t.Errorf("output holds %v, want a and b once", ids)
+	}
+	dead := e.read(topo.DLQ)
+	if len(dead) != 1 {
+		t.Fatalf("dead-letter topic holds %d records, want the big event's", len(dead))
+	}
+	d := dead[0]
+	sum := sha256.Sum256(big.Value)
+	switch {
+	case d.Key != "big" || string(d.Headers[dedup.HeaderDLQReason]) != dedup.ReasonTooLarge:
+		t.Errorf("dead letter key %q reason %q, want big and %s", d.Key, d.Headers[dedup.HeaderDLQReason], dedup.ReasonTooLarge)
+	case dedup.RecordSize(d.Key, d.Value, nil) > 2000 || !bytes.HasPrefix(big.Value, d.Value):
+		t.Errorf("dead letter holds %d bytes: want a prefix of the event cut to the new limit", len(d.Value))
+	case string(d.Headers[dedup.HeaderDLQOriginalSHA256]) != hex.EncodeToString(sum[:]):
+		t.Errorf("dead letter SHA-256 header %q, want the event's", d.Headers[dedup.HeaderDLQOriginalSHA256])
+	}
+}

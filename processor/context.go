@@ -53,7 +53,7 @@ func (c *txnContext) Headers() goka.Headers { return goka.HeadersFromSarama(c.ms
 
 // MaxRecordBytes is the largest record the member's producer sends
 // (engine.RecordLimiter).
-func (c *txnContext) MaxRecordBytes() int { return c.m.cfg.maxRecord }
+func (c *txnContext) MaxRecordBytes() int { return c.m.maxRecord }
 
 // Prepared is the topology's Prepare of the message (engine.PreparedContext).
 func (c *txnContext) Prepared() *engine.Prepared { return c.prep }

@@ -40,6 +40,14 @@ type member struct {
 	group       sarama.ConsumerGroup
 	producerCfg *sarama.Config
 	producer    sarama.AsyncProducer
+	// maxRecord is the largest record the producer sends (recordLimit). The
+	// broker refusing a record as too large means a topic's
+	// max.message.bytes was lowered since it was read: abort sets
+	// limitStale, and run reads the limits again before the next producer,
+	// so the event is dead-lettered when it comes again instead of
+	// aborting every transaction that holds it.
+	maxRecord  int
+	limitStale bool
 
 	cancelSession context.CancelFunc
 	ready         atomic.Bool
@@ -98,6 +106,11 @@ func (m *member) run(ctx context.Context) error {
 	defer m.closeProducer()
 	for ctx.Err() == nil {
 		if m.producer == nil {
+			if m.limitStale {
+				if err := m.refreshRecordLimit(ctx); err != nil {
+					return err
+				}
+			}
 			if err := m.newProducer(ctx); err != nil {
 				return err
 			}
@@ -141,6 +154,23 @@ func (m *member) newProducer(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// refreshRecordLimit reads the topics' max.message.bytes again and sizes
+// the next producer's batches to them.
+func (m *member) refreshRecordLimit(ctx context.Context) error {
+	limit, _, err := recordLimit(ctx, m.cfg, m.topo) // unread topics were named at start
+	if err != nil {
+		return fmt.Errorf("read max.message.bytes again after the broker refused a record as too large: %w", err)
+	}
+	m.limitStale = false
+	if limit != m.maxRecord {
+		m.log.Warn("a topic's max.message.bytes changed while running: events whose records do not fit are dead-lettered as "+
+			dedup.ReasonTooLarge, "was", m.maxRecord, "now", limit)
+		m.maxRecord = limit
+		m.producerCfg.Producer.MaxMessageBytes = limit
+	}
+	return nil
 }
 
 func (m *member) closeProducer() {

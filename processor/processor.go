@@ -94,13 +94,18 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	if err != nil {
 		return nil, err
 	}
-	if cfg.maxRecord, err = recordLimit(ctx, &cfg, topo); err != nil {
+	var unread []string
+	if cfg.maxRecord, unread, err = recordLimit(ctx, &cfg, topo); err != nil {
 		return nil, err
+	}
+	if len(unread) > 0 {
+		cfg.Logger.Warn("no DescribeConfigs on these topics: records larger than their max.message.bytes would abort "+
+			"every transaction that holds them; grant DescribeConfigs so they are dead-lettered instead", "topics", unread)
 	}
 	p := &Processor{cfg: cfg, topo: topo, partitions: partitions}
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
-		m := &member{cfg: &p.cfg, topo: topo, codecs: codecs, hooks: cfg.Hooks, memberName: name,
+		m := &member{cfg: &p.cfg, topo: topo, codecs: codecs, hooks: cfg.Hooks, memberName: name, maxRecord: cfg.maxRecord,
 			tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: partitions,
 			log: cfg.Logger.With("member", name), producerCfg: producerConfig(&cfg, name)}
 		if err := m.connect(); err != nil {
@@ -151,22 +156,20 @@ const defaultMaxRecord = 1_000_000
 // sarama builds batches up to its Producer.MaxMessageBytes for every topic
 // alike, and a batch a topic refuses aborts every transaction that holds it,
 // so the limit must fit the smallest topic. The topology dead-letters an
-// event whose records would not fit (engine.RecordLimiter).
-func recordLimit(ctx context.Context, cfg *Config, topo *dedup.Topology) (int, error) {
+// event whose records would not fit (engine.RecordLimiter). unread are the
+// topics whose limit the worker may not read (no DescribeConfigs).
+func recordLimit(ctx context.Context, cfg *Config, topo *dedup.Topology) (limit int, unread []string, err error) {
 	sc := baseConfig(cfg, "dedup-admin")
 	sc.Metadata.Retry.Max = 3
-	limit := defaultMaxRecord
+	limit = defaultMaxRecord
 	topics := append([]string{topo.DLQ, topo.TableTopic(), topo.LoopTopic()}, topo.Outputs...)
-	err := kafkautil.WithAdmin(ctx, cfg.Logger, "read max.message.bytes", cfg.Brokers, sc,
+	err = kafkautil.WithAdmin(ctx, cfg.Logger, "read max.message.bytes", cfg.Brokers, sc,
 		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
 			smallest, skipped, err := kafkautil.MaxMessageBytes(admin, topics...)
 			if err != nil {
 				return err
 			}
-			if len(skipped) > 0 {
-				cfg.Logger.Warn("no DescribeConfigs on these topics: records larger than their max.message.bytes would abort "+
-					"every transaction that holds them; grant DescribeConfigs so they are dead-lettered instead", "topics", skipped)
-			}
+			unread = skipped
 			if smallest > 0 && smallest-kafkautil.BatchOverhead < limit {
 				limit = smallest - kafkautil.BatchOverhead
 			}
@@ -175,7 +178,7 @@ func recordLimit(ctx context.Context, cfg *Config, topo *dedup.Topology) (int, e
 	if err == nil && limit < 1024 {
 		err = fmt.Errorf("max.message.bytes %d of a topic the worker writes leaves no room for a record", limit+kafkautil.BatchOverhead)
 	}
-	return limit, err
+	return limit, unread, err
 }
 
 // HashPartition is the table partition of key when it was re-keyed through

@@ -115,6 +115,11 @@ var fencingErrors = []error{
 	sarama.ErrFencedInstancedId, sarama.ErrInvalidProducerEpoch, sarama.ErrInvalidProducerIDMapping,
 }
 
+// isTooLarge says the broker refused a record or batch for its size.
+func isTooLarge(err error) bool {
+	return errors.Is(err, sarama.ErrMessageSizeTooLarge) || errors.Is(err, sarama.ErrMessageSetSizeTooLarge)
+}
+
 func isFencing(err error) bool {
 	for _, f := range fencingErrors {
 		if errors.Is(err, f) {
@@ -158,6 +163,11 @@ func (m *member) abort(cause error) {
 	}
 	if fenced := fencedInstance(cause, m.memberName, m.topo.Group); fenced != nil {
 		defer func() { m.fatal = fenced }()
+	}
+	if isTooLarge(cause) {
+		// The next producer is made with the limits read again (run).
+		m.limitStale = true
+		defer m.replaceProducer()
 	}
 	if kafkautil.Refused(cause) {
 		// A missing ACL (WRITE on an output topic, say): the member stops
