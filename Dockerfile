@@ -4,7 +4,16 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -o /out/processor ./cmd/processor && mkdir -p /out/state
+# .git stays out of the image (.dockerignore), so Go records no commit; name
+# the build for `processor version` and dedup_build_info as `make build` does:
+#   docker build --build-arg VERSION="$(git describe --tags --always --dirty)" --build-arg COMMIT="$(git describe --always --dirty --abbrev=40 --exclude='*')" .
+# Without them it reports version (devel) and commit unknown.
+ARG VERSION=
+ARG COMMIT=
+RUN BUILDINFO=github.com/dedupkit/dedup/internal/buildinfo && \
+    CGO_ENABLED=0 go build -trimpath -ldflags "-X $BUILDINFO.version=${VERSION} -X $BUILDINFO.commit=${COMMIT} \
+      -X $BUILDINFO.buildTime=$(date -u +%Y-%m-%dT%H:%M:%SZ)" -o /out/processor ./cmd/processor && \
+    mkdir -p /out/state
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/processor /processor

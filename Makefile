@@ -15,8 +15,18 @@ TESTFLAGS ?= -p 1
 
 all: build
 
+# `processor version` and dedup_build_info name the build by git describe, the
+# commit and the time of the build: Go records no commit in a linked worktree
+# or with -buildvcs=false. Without git, or outside a checkout, VERSION and
+# COMMIT stay empty and the binary reports what Go recorded.
+# `make build VERSION=v1.2.0` names it yourself.
+VERSION    = $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT     = $(shell git describe --always --dirty --abbrev=40 --exclude='*' 2>/dev/null)
+BUILD_TIME = $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+BUILDINFO  := github.com/dedupkit/dedup/internal/buildinfo
 build:
-	$(GO) build -o bin/processor ./cmd/processor
+	$(GO) build -ldflags "-X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) \
+	  -X $(BUILDINFO).buildTime=$(BUILD_TIME)" -o bin/processor ./cmd/processor
 
 demo:
 	$(GO) run ./cmd/processor demo

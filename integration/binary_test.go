@@ -31,6 +31,8 @@ func buildProcessor(t *testing.T) string {
 
 var listenRE = regexp.MustCompile(`msg="http listening" addr=(\S+)`)
 
+var buildInfoRE = regexp.MustCompile(`(?m)^dedup_build_info\{commit="[^"]+",goversion="go[^"]+",version="[^"]+"\} 1$`)
+
 func TestWorkerBinaryEndToEnd(t *testing.T) {
 	e := newEnv(t, 3)
 	bin := buildProcessor(t)
@@ -92,6 +94,9 @@ func TestWorkerBinaryEndToEnd(t *testing.T) {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+	if !buildInfoRE.MatchString(metrics) {
+		t.Errorf("/metrics lacks dedup_build_info with its version, commit and goversion")
 	}
 	if body := get(t, base+"/readyz"); !strings.Contains(body, `"ready":true`) {
 		t.Errorf("/readyz: %q", body)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dedupkit/dedup/internal/buildinfo"
 )
 
 // Metrics is a dedup.Observer backed by Prometheus collectors.
@@ -23,7 +25,8 @@ type Metrics struct {
 	latency     prometheus.Histogram
 }
 
-// New registers the dedup metrics of one consumer group on reg.
+// New registers the dedup metrics of one consumer group on reg, and
+// dedup_build_info once per registry.
 func New(reg prometheus.Registerer, group string) *Metrics {
 	labels := prometheus.Labels{"group": group}
 	counter := func(name, help string) prometheus.Counter {
@@ -45,6 +48,7 @@ func New(reg prometheus.Registerer, group string) *Metrics {
 			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 	}
 	reg.MustRegister(m.processed, m.skipped, m.expired, m.tooOld, m.handlerErrs, m.rekeyed, m.deadLetters, m.entries, m.latency)
+	registerBuildInfo(reg, buildinfo.Read())
 	return m
 }
 

@@ -2,6 +2,7 @@
 //
 //	processor run  --brokers .. --group .. --input .. --output ..   run the worker
 //	processor demo                                                  try it on an embedded broker
+//	processor version                                               which build this is
 //
 // main only wires: configuration is parsed and validated in config.go, the
 // worker is assembled in run.go, the demo lives in demo.go.
@@ -29,6 +30,7 @@ commands:
   reset-state    delete a stopped group's table topic and local state (--yes)
   table          inspect a stopped worker's local table: table get <id> | table stats
   verify check that every input event was output exactly once (processor verify -h)
+  version        print the version, commit and Go version of this build
 `
 
 func main() {
@@ -63,6 +65,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = runTable(args[1:], stdout)
 	case "verify":
 		err = runVerify(ctx, args[1:], stdout, stderr)
+	case "version":
+		err = runVersion(args[1:], stdout)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
