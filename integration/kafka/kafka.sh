@@ -168,8 +168,8 @@ EOF
 
 # A SIGKILLed JVM's main thread shows as a zombie before its other threads have closed
 # its sockets: for about 50 ms after alive() says no, its ports still listen. A `start N`
-# in that window failed with "port is taken" (make chaos, 2026-12-04, a restart applied
-# 0.1 s after the kill because the plan was late), so kill and down wait for the ports.
+# in that window failed with "port is taken" (make chaos, a restart applied 0.1 s after
+# the kill because the plan was late), so kill and down wait for the ports.
 ports_free() { local p; for p in $(node_ports "$1"); do ! listening "$p" || return 1; done; }
 wait_ports_free() { local i; for ((i = 0; i < 100; i++)); do ports_free "$1" && return 0; sleep 0.1; done
   log "node $1: its ports still accept connections 10 s after its process ended"; }
