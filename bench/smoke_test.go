@@ -54,7 +54,7 @@ func TestSmoke(t *testing.T) {
 	cfg := harness.Config{Brokers: strings.Split(brokers, ","), Records: 4000, Runs: 1, DupRate: 0.2,
 		Rate: 500, LatencySeconds: 2, LatencyWarmup: 500 * time.Millisecond, RestoreRecords: 20000,
 		Exe: exe, ExeEnv: []string{childEnv}, WorkDir: t.TempDir(), InstallServices: os.Geteuid() == 0,
-		RunTimeout: 3 * time.Minute, Command: "go test ./bench -run Smoke", Log: testLog{t}}
+		RunTimeout: 3 * time.Minute, Command: "cd bench && go test -run Smoke .", Log: testLog{t}}
 	// Without Redis or PostgreSQL (not installed and not installable) the
 	// other contenders still run; the test then ends skipped, saying why.
 	skipped := ""

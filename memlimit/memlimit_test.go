@@ -1,82 +1,35 @@
 package memlimit
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
-	"testing/fstest"
+
+	aml "github.com/KimMachineGun/automemlimit/memlimit"
+
+	"github.com/dedupkit/dedup/internal/kafkatest"
 )
 
-func files(kv ...string) fstest.MapFS {
-	m := fstest.MapFS{}
-	for i := 0; i < len(kv); i += 2 {
-		m[kv[i]] = &fstest.MapFile{Data: []byte(kv[i+1])}
-	}
-	return m
-}
-
-func TestCgroupLimit(t *testing.T) {
-	tests := []struct {
-		name    string
-		fs      fstest.MapFS
-		want    int64
-		wantErr string
-	}{
-		{"no /proc", files(), 0, ""},
-		{"v2 in a container (own namespace)", files(
-			"proc/self/cgroup", "0::/\n",
-			"sys/fs/cgroup/memory.max", "209715200\n"), 200 << 20, ""},
-		{"v2 unlimited", files(
-			"proc/self/cgroup", "0::/\n",
-			"sys/fs/cgroup/memory.max", "max\n"), 0, ""},
-		{"v2 nested: the parent's limit is smaller", files(
-			"proc/self/cgroup", "0::/kubepods/pod1/c1\n",
-			"sys/fs/cgroup/kubepods/pod1/c1/memory.max", "max\n",
-			"sys/fs/cgroup/kubepods/pod1/memory.max", "268435456\n",
-			"sys/fs/cgroup/memory.max", "max\n"), 256 << 20, ""},
-		{"v2 host path not visible: the root's file", files(
-			"proc/self/cgroup", "0::/system.slice/worker.service\n",
-			"sys/fs/cgroup/memory.max", "104857600\n"), 100 << 20, ""},
-		{"v1 (this machine's layout), unlimited", files(
-			"proc/self/cgroup", "4:memory:/process_api/0a30\n3:cpuset:/\n0::/\n",
-			"sys/fs/cgroup/memory/process_api/0a30/memory.limit_in_bytes", "9223372036854771712\n",
-			"sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n"), 0, ""},
-		{"v1 limited", files(
-			"proc/self/cgroup", "11:cpuacct,memory:/docker/abc\n",
-			"sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "536870912\n"), 512 << 20, ""},
-		{"hybrid: v1 and v2 both limited, the smaller wins", files(
-			"proc/self/cgroup", "4:memory:/a\n0::/b\n",
-			"sys/fs/cgroup/memory/a/memory.limit_in_bytes", "536870912\n",
-			"sys/fs/cgroup/b/memory.max", "268435456\n"), 256 << 20, ""},
-		{"garbage in the limit file", files(
-			"proc/self/cgroup", "0::/\n",
-			"sys/fs/cgroup/memory.max", "lots\n"), 0, `"lots" is not a byte count`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := CgroupLimit(tt.fs)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("CgroupLimit = %d, %v; want %d", got, err, tt.want)
-			}
-		})
-	}
+func reads(n uint64, err error) func() (uint64, error) {
+	return func() (uint64, error) { return n, err }
 }
 
 func TestApply(t *testing.T) {
 	before := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(before) })
-	limited := files("proc/self/cgroup", "0::/\n", "sys/fs/cgroup/memory.max", "209715200\n")
+	limited := reads(200<<20, nil)
 	noEnv := func(string) string { return "" }
 
-	res, err := Apply(limited, noEnv, 0.8)
+	res, err := apply(limited, noEnv, 0.8)
 	if err != nil || res.Source != FromCgroup || res.Cgroup != 200<<20 || res.Limit != 160<<20 {
-		t.Fatalf("Apply = %+v, %v; want 160 MiB from a 200 MiB cgroup", res, err)
+		t.Fatalf("apply = %+v, %v; want 160 MiB from a 200 MiB cgroup", res, err)
 	}
 	if got := debug.SetMemoryLimit(-1); got != 160<<20 {
 		t.Fatalf("runtime soft limit %d, want %d", got, 160<<20)
@@ -89,33 +42,105 @@ func TestApply(t *testing.T) {
 		}
 		return ""
 	}
-	if res, err := Apply(limited, env, 0.8); err != nil || res.Source != FromEnv || res.Limit != before {
-		t.Fatalf("with GOMEMLIMIT: Apply = %+v, %v; want the runtime's limit left alone", res, err)
+	if res, err := apply(limited, env, 0.8); err != nil || res.Source != FromEnv || res.Limit != before {
+		t.Fatalf("with GOMEMLIMIT: apply = %+v, %v; want the runtime's limit left alone", res, err)
 	}
-	if res, err := Apply(limited, noEnv, 0); err != nil || res.Source != None || debug.SetMemoryLimit(-1) != before {
-		t.Fatalf("ratio 0: Apply = %+v, %v; want nothing set", res, err)
+	if res, err := apply(limited, noEnv, 0); err != nil || res.Source != None || debug.SetMemoryLimit(-1) != before {
+		t.Fatalf("ratio 0: apply = %+v, %v; want nothing set", res, err)
 	}
-	if _, err := Apply(limited, noEnv, 1.5); err == nil {
+	if _, err := apply(limited, noEnv, 1.5); err == nil {
 		t.Fatal("ratio 1.5 accepted")
 	}
 }
 
-func TestCgroups(t *testing.T) {
-	tests := []struct {
-		name, data string
-		v1, v2     string
-	}{
-		{"v2 only", "0::/user.slice/session-1.scope\n", "", "/user.slice/session-1.scope"},
-		{"hybrid (this machine)", "4:memory:/process_api/0a30\n3:cpuset:/\n0::/\n", "/process_api/0a30", "/"},
-		{"v1 with joined controllers", "11:cpuacct,memory:/docker/abc\n2:cpu:/docker/abc\n", "/docker/abc", ""},
-		{"garbage lines", "nonsense\n\n", "", ""},
+// No limit to follow is not an error; a limit that cannot be read is, and
+// the runtime's limit stays as it was.
+func TestApplyWithoutALimit(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	noEnv := func(string) string { return "" }
+	for name, read := range map[string]func() (uint64, error){
+		"unlimited":           reads(0, aml.ErrNoLimit),
+		"not in a cgroup":     reads(0, aml.ErrNoCgroup),
+		"not Linux":           reads(0, aml.ErrCgroupsNotSupported),
+		"no /proc":            reads(0, fmt.Errorf("failed to open /proc/self/mountinfo: %w", os.ErrNotExist)),
+		"v1's huge non-limit": reads(9223372036854771712, nil),
+	} {
+		if res, err := apply(read, noEnv, 0.9); err != nil || res.Source != None || debug.SetMemoryLimit(-1) != before {
+			t.Errorf("%s: apply = %+v, %v; want no limit and no error", name, res, err)
+		}
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			v1, v2 := Cgroups([]byte(tt.data))
-			if v1 != tt.v1 || v2 != tt.v2 {
-				t.Fatalf("Cgroups = %q, %q; want %q, %q", v1, v2, tt.v1, tt.v2)
+	garbage := errors.New(`failed to parse memory.max value: strconv.ParseUint: parsing "lots": invalid syntax`)
+	res, err := apply(reads(0, garbage), noEnv, 0.9)
+	if !errors.Is(err, garbage) || res.Source != None || debug.SetMemoryLimit(-1) != before {
+		t.Fatalf("unreadable limit: apply = %+v, %v; want the reader's error and nothing set", res, err)
+	}
+}
+
+// In a memory cgroup of its own with a hard limit, a process finds that
+// limit: the reading is automemlimit's, this checks it against a limit the
+// kernel enforces on this machine. Needs write access to cgroupfs (root).
+func TestCgroupLimitInACgroup(t *testing.T) {
+	if os.Getenv("MEMLIMIT_TEST_CHILD") == "1" {
+		n, err := CgroupLimit()
+		fmt.Printf("cgroup limit %d, %v\n", n, err)
+		return
+	}
+	const limit = 200 << 20
+	dir, err := childCgroup(fmt.Sprintf("dedup-memlimit-test-%d", os.Getpid()), limit)
+	if err != nil {
+		kafkatest.Missing(t, "cannot create a memory cgroup here: %v", err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	cmd := exec.Command("/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, filepath.Join(dir, "cgroup.procs"),
+		os.Args[0], "-test.run=^TestCgroupLimitInACgroup$")
+	cmd.Env = append(os.Environ(), "MEMLIMIT_TEST_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if want := fmt.Sprintf("cgroup limit %d, <nil>", limit); !strings.Contains(string(out), want) {
+		t.Fatalf("child said:\n%s\nwant %q", out, want)
+	}
+}
+
+// childCgroup makes a memory cgroup with a hard limit under this process's
+// own: cgroup v2 when its memory controller is there, else v1's memory
+// hierarchy.
+func childCgroup(name string, limit int64) (string, error) {
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	type try struct{ dir, limitFile string }
+	var tries []try
+	for _, line := range strings.Split(string(own), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		switch {
+		case len(f) != 3:
+		case f[0] == "0" && f[1] == "":
+			if c, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil && slices.Contains(strings.Fields(string(c)), "memory") {
+				tries = append(tries, try{filepath.Join("/sys/fs/cgroup", f[2], name), "memory.max"})
 			}
-		})
+		case slices.Contains(strings.Split(f[1], ","), "memory"):
+			tries = append(tries, try{filepath.Join("/sys/fs/cgroup/memory", f[2], name), "memory.limit_in_bytes"})
+		}
 	}
+	if len(tries) == 0 {
+		return "", errors.New("no cgroup v2 memory controller or v1 memory hierarchy")
+	}
+	var errs []error
+	for _, tr := range tries {
+		if err := os.Mkdir(tr.dir, 0o755); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(tr.dir, tr.limitFile), []byte(strconv.FormatInt(limit, 10)), 0o644); err != nil {
+			os.Remove(tr.dir)
+			errs = append(errs, err)
+			continue
+		}
+		return tr.dir, nil
+	}
+	return "", errors.Join(errs...)
 }

@@ -3,9 +3,13 @@ package chart
 import (
 	"errors"
 	"fmt"
-	"image"
 	"math"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // Series is one line of a distribution chart: sorted samples.
@@ -14,9 +18,22 @@ type Series struct {
 	Samples []time.Duration // sorted ascending
 }
 
+// nines is where the share axis ends: 99.9%.
+const nines = 3
+
+// ninesScale places a share q at -log10(1-q), so that 90%, 99% and 99.9%
+// are equally far apart: the tail gets as much room as the median.
+type ninesScale struct{}
+
+func (ninesScale) Normalize(lo, hi, q float64) float64 {
+	f := func(q float64) float64 { return -math.Log10(math.Max(1-q, 1e-9)) }
+	return (f(q) - f(lo)) / (f(hi) - f(lo))
+}
+
 // CDF draws each series' cumulative distribution (share of samples at or
 // below a latency) with latency on a log axis and the share on a "nines"
 // axis (0, 50, 90, 99, 99.9%), so the tail is as readable as the median.
+// Colours repeat after the palette's eighth series; the repeats are dashed.
 func CDF(path, title string, series []Series) error {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range series {
@@ -31,61 +48,67 @@ func CDF(path, title string, series []Series) error {
 	}
 	lo = math.Pow(10, math.Floor(math.Log10(math.Max(lo, 0.1))))
 	hi = math.Pow(10, math.Ceil(math.Log10(math.Max(hi, lo*10))))
-	const w, h, left, right, top, bottom = 1000, 560, 70, 250, 56, 60
-	c, err := newCanvas(w, h)
-	if err != nil {
-		return err
-	}
-	plotW, plotH := w-left-right, h-top-bottom
-	x := func(v float64) int {
-		return left + int(float64(plotW)*(math.Log10(math.Max(v, lo))-math.Log10(lo))/(math.Log10(hi)-math.Log10(lo)))
-	}
-	const nines = 3 // the axis ends at 99.9%
-	y := func(q float64) int {
-		t := math.Min(-math.Log10(math.Max(1-q, 1e-9))/nines, 1)
-		return top + plotH - int(t*float64(plotH))
-	}
-	c.label(c.title, title, 16, 28, -1, black)
+
+	pg := newPage(1000, 560, title)
+	p := newPlot()
+	p.X.Scale, p.X.Min, p.X.Max, p.X.Padding = plot.LogScale{}, lo, hi, 0
+	var xt plot.ConstantTicks
 	for d := lo; d <= hi*1.001; d *= 10 {
 		for _, m := range []float64{1, 2, 5} {
-			v := d * m
-			if v > hi*1.001 {
-				break
+			if v := d * m; v <= hi*1.001 {
+				xt = append(xt, plot.Tick{Value: v, Label: msLabel(v)})
 			}
-			c.rect(image.Rect(x(v), top, x(v)+1, top+plotH), grey)
-			c.label(c.text, msLabel(v), x(v), top+plotH+18, 0, dark)
 		}
 	}
+	p.X.Tick.Marker = xt
+	top := 1 - math.Pow(10, -nines)
+	p.Y.Scale, p.Y.Min, p.Y.Max, p.Y.Padding = ninesScale{}, 0, top, 0
+	var yt plot.ConstantTicks
 	for _, q := range []float64{0, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999} {
-		c.rect(image.Rect(left, y(q), left+plotW, y(q)+1), grey)
-		c.label(c.text, fmt.Sprintf("%g%%", q*100), left-8, y(q)+5, 1, dark)
+		yt = append(yt, plot.Tick{Value: q, Label: fmt.Sprintf("%g%%", q*100)})
 	}
-	c.label(c.text, "end-to-end latency (ms, log scale); share of events at or below it (up to 99.9%)", left+plotW/2, h-14, 0, dark)
-	c.rect(image.Rect(left, top, left+1, top+plotH), dark)
-	c.rect(image.Rect(left, top+plotH, left+plotW, top+plotH+1), dark)
+	p.Y.Tick.Marker = yt
+	p.Add(grid(true))
+
+	legend := plot.NewLegend()
+	legend.TextStyle = textStyle(14, black)
+	legend.Top, legend.Left = true, true
+	legend.ThumbnailWidth = 24
+	legend.Padding = 6
 	for i, s := range series {
-		col := Palette[i%len(Palette)]
-		n := len(s.Samples)
-		ly := top + 10 + i*22
-		c.rect(image.Rect(left+plotW+16, ly, left+plotW+40, ly+4), col)
-		c.label(c.text, s.Name, left+plotW+46, ly+7, -1, black)
-		if n == 0 {
-			continue
+		l := &plotter.Line{StepStyle: plotter.PostStep}
+		l.LineStyle = draw.LineStyle{Color: Palette[i%len(Palette)], Width: 2}
+		if i >= len(Palette) {
+			l.LineStyle.Dashes = []vg.Length{7, 4}
 		}
-		// A few hundred points are plenty: walk the quantiles evenly on the
-		// nines axis.
-		px, py := x(ms(s.Samples[0])), y(0)
-		steps := 600
-		for k := 1; k <= steps; k++ {
-			q := 1 - math.Pow(10, -nines*float64(k)/float64(steps))
-			v := s.Samples[min(n-1, int(q*float64(n-1)+0.5))]
-			nx, ny := x(ms(v)), y(q)
-			c.line(px, py, nx, py, 2, col) // step: right, then up
-			c.line(nx, py, nx, ny, 2, col)
-			px, py = nx, ny
+		legend.Add(s.Name, l)
+		if n := len(s.Samples); n > 0 {
+			// A few hundred points are plenty: walk the quantiles evenly on
+			// the nines axis.
+			const steps = 600
+			l.XYs = append(make(plotter.XYs, 0, steps+1), plotter.XY{X: math.Max(ms(s.Samples[0]), lo), Y: 0})
+			for k := 1; k <= steps; k++ {
+				q := 1 - math.Pow(10, -nines*float64(k)/float64(steps))
+				v := s.Samples[min(n-1, int(q*float64(n-1)+0.5))]
+				l.XYs = append(l.XYs, plotter.XY{X: math.Max(ms(v), lo), Y: q})
+			}
+			p.Add(l)
 		}
 	}
-	return c.save(path)
+	// The legend sits right of the plot, as wide as its longest name.
+	legendW := legend.Rectangle(pg.body).Size().X
+	area := draw.Crop(pg.body, 0, -legendW-24, 26, 0)
+	p.Draw(area)
+	legend.Draw(draw.Crop(pg.body, pg.body.Size().X-legendW, 0, 0, -10))
+	// The axis caption is drawn here, not as p.X.Label: plot lays a label
+	// out at the arithmetic middle of the axis range, which on a log axis is
+	// near its right end, and squeezes the plot to make room for it there.
+	data := p.DataCanvas(area)
+	caption := textStyle(14, dark)
+	caption.XAlign = draw.XCenter
+	pg.body.FillText(caption, vg.Point{X: (data.Min.X + data.Max.X) / 2, Y: pg.body.Min.Y},
+		"end-to-end latency (ms, log scale); share of events at or below it (up to 99.9%)")
+	return pg.save(path)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

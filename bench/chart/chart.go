@@ -1,23 +1,28 @@
-// Package chart draws the benchmark's two PNG charts with nothing but the
-// standard image packages and the Go fonts: horizontal bars (throughput) and
-// cumulative distributions on a logarithmic axis (latency).
+// Package chart draws the benchmark's two PNG charts: horizontal bars
+// (throughput) and cumulative distributions on a logarithmic axis (latency).
+//
+// They are drawn with gonum.org/v1/plot rather than pixel by pixel so that
+// scales, ticks, legends and text layout are a maintained library's
+// problem: a legend, for one, is as wide as its longest contender name
+// instead of being cut at a fixed margin. The library is a requirement of
+// the bench module only.
 package chart
 
 import (
 	"errors"
 	"fmt"
-	"image"
 	"image/color"
-	"image/draw"
-	"image/png"
 	"math"
 	"os"
 
-	"golang.org/x/image/font"
-	"golang.org/x/image/font/gofont/gobold"
-	"golang.org/x/image/font/gofont/goregular"
-	"golang.org/x/image/font/opentype"
-	"golang.org/x/image/math/fixed"
+	xfont "golang.org/x/image/font"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // Palette is the series colours, in order.
@@ -28,111 +33,81 @@ var Palette = []color.RGBA{
 }
 
 var (
-	white = color.RGBA{0xff, 0xff, 0xff, 0xff}
 	black = color.RGBA{0x22, 0x22, 0x22, 0xff}
 	grey  = color.RGBA{0xdd, 0xdd, 0xdd, 0xff}
 	dark  = color.RGBA{0x66, 0x66, 0x66, 0xff}
+
+	// sans is plot's bundled Liberation Sans; its default is the serif face.
+	sans = font.Font{Typeface: "Liberation", Variant: "Sans"}
 )
 
-// canvas is an RGBA image with text faces.
-type canvas struct {
-	img         *image.RGBA
-	text, title font.Face
+// The charts are drawn at 72 DPI, so a point is a pixel: the PNG is exactly
+// as many pixels wide as the layout says, and text sizes read as pixels.
+const dpi = 72
+
+func textStyle(size float64, col color.Color) text.Style {
+	return text.Style{Color: col, Font: font.From(sans, vg.Length(size)), Handler: plot.DefaultTextHandler}
 }
 
-func newCanvas(w, h int) (*canvas, error) {
-	reg, err := face(goregular.TTF, 14)
-	if err != nil {
-		return nil, err
+// newPlot is a plot with the charts' fonts and colours and no title (the
+// page draws it, left-aligned).
+func newPlot() *plot.Plot {
+	p := plot.New()
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		a.Label.TextStyle = textStyle(14, dark)
+		a.Label.TextStyle.XAlign, a.Label.TextStyle.YAlign = draw.XCenter, draw.YBottom
+		a.Tick.Label = textStyle(14, dark)
+		a.Color = dark
+		a.Tick.Color = dark
 	}
-	bold, err := face(gobold.TTF, 17)
-	if err != nil {
-		return nil, err
+	p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = draw.XCenter, draw.YTop
+	p.Y.Tick.Label.XAlign, p.Y.Tick.Label.YAlign = draw.XRight, draw.YCenter
+	return p
+}
+
+// grid draws light lines at the major ticks; vertical only when horizontal
+// is false.
+func grid(horizontal bool) *plotter.Grid {
+	g := plotter.NewGrid()
+	g.Vertical = draw.LineStyle{Color: grey, Width: 1}
+	g.Horizontal = draw.LineStyle{}
+	if horizontal {
+		g.Horizontal = draw.LineStyle{Color: grey, Width: 1}
 	}
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	draw.Draw(img, img.Bounds(), image.NewUniform(white), image.Point{}, draw.Src)
-	return &canvas{img: img, text: reg, title: bold}, nil
+	return g
 }
 
-func face(ttf []byte, size float64) (font.Face, error) {
-	f, err := opentype.Parse(ttf)
-	if err != nil {
-		return nil, fmt.Errorf("chart: font: %w", err)
-	}
-	return opentype.NewFace(f, &opentype.FaceOptions{Size: size, DPI: 72, Hinting: font.HintingFull})
+// page is a white w x h pixel image with title drawn at its top left; body
+// is the canvas below the title.
+type page struct {
+	img  *vgimg.Canvas
+	body draw.Canvas
 }
 
-// label draws s with its baseline at y; align -1 left of x... 0 centred, 1
-// right-aligned to x.
-func (c *canvas) label(f font.Face, s string, x, y int, align int, col color.Color) {
-	d := &font.Drawer{Dst: c.img, Src: image.NewUniform(col), Face: f}
-	w := d.MeasureString(s).Round()
-	switch align {
-	case 0:
-		x -= w / 2
-	case 1:
-		x -= w
-	}
-	d.Dot = fixed.P(x, y)
-	d.DrawString(s)
+func newPage(w, h int, title string) page {
+	img := vgimg.NewWith(vgimg.UseWH(vg.Length(w), vg.Length(h)), vgimg.UseDPI(dpi),
+		vgimg.UseBackgroundColor(color.White))
+	c := draw.New(img)
+	ts := textStyle(17, black)
+	ts.Font.Weight = xfont.WeightBold
+	ts.YAlign = draw.YTop
+	c.FillText(ts, vg.Point{X: 16, Y: c.Max.Y - 14}, title)
+	return page{img: img, body: draw.Crop(c, 16, -16, 10, -46)}
 }
 
-func (c *canvas) width(f font.Face, s string) int {
-	return (&font.Drawer{Face: f}).MeasureString(s).Round()
-}
-
-func (c *canvas) rect(r image.Rectangle, col color.Color) {
-	draw.Draw(c.img, r, image.NewUniform(col), image.Point{}, draw.Src)
-}
-
-// line draws a line of the given thickness (Bresenham with square pens).
-func (c *canvas) line(x0, y0, x1, y1, thick int, col color.Color) {
-	dx, dy := abs(x1-x0), -abs(y1-y0)
-	sx, sy := sign(x1-x0), sign(y1-y0)
-	e := dx + dy
-	h := thick / 2
-	for {
-		c.rect(image.Rect(x0-h, y0-h, x0-h+thick, y0-h+thick), col)
-		if x0 == x1 && y0 == y1 {
-			return
-		}
-		if e2 := 2 * e; e2 >= dy {
-			e += dy
-			x0 += sx
-		} else {
-			e += dx
-			y0 += sy
-		}
-	}
-}
-
-func abs(v int) int {
-	if v < 0 {
-		return -v
-	}
-	return v
-}
-
-func sign(v int) int {
-	switch {
-	case v > 0:
-		return 1
-	case v < 0:
-		return -1
-	}
-	return 0
-}
-
-func (c *canvas) save(path string) error {
+func (pg page) save(path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("chart: %w", err)
 	}
-	if err := png.Encode(f, c.img); err != nil {
+	if _, err := (vgimg.PngCanvas{Canvas: pg.img}).WriteTo(f); err != nil {
 		f.Close()
+		return fmt.Errorf("chart: %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
 		return fmt.Errorf("chart: %w", err)
 	}
-	return f.Close()
+	return nil
 }
 
 // Bar is one bar of a bar chart.
@@ -142,51 +117,75 @@ type Bar struct {
 	Text  string // drawn after the bar (default: the value)
 }
 
-// Bars draws horizontal bars from zero, one per row, to path.
+// Bars draws horizontal bars from zero, one per row in the given order from
+// the top, to path.
 func Bars(path, title, axis string, bars []Bar) error {
 	if len(bars) == 0 {
 		return errors.New("chart: no bars")
 	}
-	const rowH, top, bottom, right = 34, 56, 50, 150
-	c, err := newCanvas(1000, top+bottom+rowH*len(bars))
-	if err != nil {
-		return err
-	}
-	left := 0
+	const rowH, top, bottom = 34, 56, 50
+	n := len(bars)
+	pg := newPage(1000, top+bottom+rowH*n, title)
+	p := newPlot()
+	p.X.Label.Text = axis
+	p.Y.Tick.Label = textStyle(14, black)
+	p.Y.Tick.Label.XAlign, p.Y.Tick.Label.YAlign = draw.XRight, draw.YCenter
+	names := make([]string, n)
 	maxV := 0.0
-	for _, b := range bars {
-		left = max(left, c.width(c.text, b.Label))
+	for i, b := range bars {
+		names[n-1-i] = b.Label // plot's y grows upwards; the first bar goes on top
 		maxV = math.Max(maxV, b.Value)
 	}
-	left += 24
+	p.NominalY(names...)
+	p.Y.Min, p.Y.Max, p.Y.Padding = -0.5, float64(n)-0.5, 0
 	if maxV <= 0 {
 		maxV = 1
 	}
-	plotW := c.img.Bounds().Dx() - left - right
-	c.label(c.title, title, 16, 28, -1, black)
 	step := niceStep(maxV / 5)
-	scale := float64(plotW) / (math.Ceil(maxV/step) * step)
-	baseY := top + rowH*len(bars)
-	for v := 0.0; v <= maxV+step/2; v += step {
-		x := left + int(v*scale)
-		c.rect(image.Rect(x, top-6, x+1, baseY), grey)
-		c.label(c.text, humanNumber(v), x, baseY+18, 0, dark)
+	p.X.Min, p.X.Max = 0, math.Ceil(maxV/step)*step
+	var ticks plot.ConstantTicks
+	for v := 0.0; v <= p.X.Max+step/2; v += step {
+		ticks = append(ticks, plot.Tick{Value: v, Label: humanNumber(v)})
 	}
-	c.label(c.text, axis, left+plotW/2, baseY+40, 0, dark)
+	p.X.Tick.Marker = ticks
+	p.Add(grid(false))
+
+	texts := plotter.XYLabels{XYs: make(plotter.XYs, n), Labels: make([]string, n)}
+	var charts []*plotter.BarChart
 	for i, b := range bars {
-		y := top + i*rowH
-		col := Palette[i%len(Palette)]
-		c.label(c.text, b.Label, left-10, y+rowH/2+5, 1, black)
-		w := int(b.Value * scale)
-		c.rect(image.Rect(left, y+6, left+max(w, 1), y+rowH-6), col)
-		text := b.Text
-		if text == "" {
-			text = humanNumber(b.Value)
+		row := float64(n - 1 - i)
+		bc, err := plotter.NewBarChart(plotter.Values{math.Max(b.Value, 0)}, 1)
+		if err != nil {
+			return fmt.Errorf("chart: %w", err)
 		}
-		c.label(c.text, text, left+w+8, y+rowH/2+5, -1, black)
+		bc.Horizontal, bc.XMin = true, row
+		bc.Color, bc.LineStyle.Width = Palette[i%len(Palette)], 0
+		charts = append(charts, bc)
+		p.Add(bc)
+		texts.XYs[i] = plotter.XY{X: math.Max(b.Value, 0), Y: row}
+		texts.Labels[i] = b.Text
+		if b.Text == "" {
+			texts.Labels[i] = humanNumber(b.Value)
+		}
 	}
-	c.rect(image.Rect(left, top-6, left+1, baseY), dark)
-	return c.save(path)
+	labels, err := plotter.NewLabels(texts)
+	if err != nil {
+		return fmt.Errorf("chart: %w", err)
+	}
+	for i := range labels.TextStyle {
+		labels.TextStyle[i] = textStyle(14, black)
+		labels.TextStyle[i].YAlign = draw.YCenter
+	}
+	labels.Offset = vg.Point{X: 8}
+	p.Add(labels)
+	// A bar's thickness is a length, not a share of its row: measure the
+	// rows once the axes and labels have taken their room.
+	data := p.DataCanvas(pg.body)
+	for _, bc := range charts {
+		bc.Width = (data.Max.Y - data.Min.Y) / vg.Length(n) * 0.65
+	}
+	p.Draw(pg.body)
+	return pg.save(path)
 }
 
 // niceStep rounds a raw step up to 1, 2 or 5 times a power of ten.

@@ -71,7 +71,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		cpuProfile = filepath.Join(dir, cfg.Group+".pprof") // profiling every contender by hand
 	}
 	// As `processor run` does before anything else (cmd/processor/run.go).
-	limit, limitErr := memlimit.Apply(os.DirFS("/"), os.Getenv, memRatio)
+	limit, limitErr := memlimit.Apply(os.Getenv, memRatio)
 	if limitErr != nil {
 		fmt.Fprintln(stderr, "contender: -memory-limit-ratio:", limitErr)
 		return 2

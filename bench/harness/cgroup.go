@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/dedupkit/dedup/memlimit"
 )
 
 // memCgroup is a memory cgroup with a hard limit for one contender process:
@@ -31,7 +29,7 @@ func newMemCgroup(name string, limit int64) (*memCgroup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memory cgroup: %w", err)
 	}
-	v1, v2 := memlimit.Cgroups(own)
+	v1, v2 := cgroups(own)
 	var errs []error
 	if v2 != "" && v2HasMemory() {
 		g := &memCgroup{dir: filepath.Join("/sys/fs/cgroup", v2, name), v2: true, limit: limit}
@@ -53,6 +51,23 @@ func newMemCgroup(name string, limit int64) (*memCgroup, error) {
 		return nil, errors.New("memory cgroup: no cgroup v1 memory hierarchy or v2 mount for this process")
 	}
 	return nil, fmt.Errorf("memory cgroup: %w", errors.Join(errs...))
+}
+
+// cgroups reads a /proc/<pid>/cgroup file: the path of the v1 memory
+// cgroup and of the v2 cgroup, "" for a hierarchy the process is not in.
+func cgroups(data []byte) (v1Memory, v2 string) {
+	for _, line := range strings.Split(string(data), "\n") {
+		// hierarchy-ID:controllers:path; v2 is "0::path".
+		parts := strings.SplitN(line, ":", 3)
+		switch {
+		case len(parts) != 3:
+		case parts[0] == "0" && parts[1] == "":
+			v2 = parts[2]
+		case slices.Contains(strings.Split(parts[1], ","), "memory"):
+			v1Memory = parts[2]
+		}
+	}
+	return v1Memory, v2
 }
 
 // v2HasMemory reports whether /sys/fs/cgroup is a cgroup v2 mount with the

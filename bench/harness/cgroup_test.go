@@ -41,3 +41,23 @@ func TestMemCgroupLimitsAndCountsOOMKills(t *testing.T) {
 		t.Fatalf("oomKills = %d, %v; want at least 1", n, err)
 	}
 }
+
+func TestCgroups(t *testing.T) {
+	tests := []struct {
+		name, data string
+		v1, v2     string
+	}{
+		{"v2 only", "0::/user.slice/session-1.scope\n", "", "/user.slice/session-1.scope"},
+		{"hybrid", "4:memory:/process_api/0a30\n3:cpuset:/\n0::/\n", "/process_api/0a30", "/"},
+		{"v1 with joined controllers", "11:cpuacct,memory:/docker/abc\n2:cpu:/docker/abc\n", "/docker/abc", ""},
+		{"garbage lines", "nonsense\n\n", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v1, v2 := cgroups([]byte(tt.data))
+			if v1 != tt.v1 || v2 != tt.v2 {
+				t.Fatalf("cgroups = %q, %q; want %q, %q", v1, v2, tt.v1, tt.v2)
+			}
+		})
+	}
+}

@@ -183,7 +183,7 @@ func (r *Report) stateSection(p func(string, ...any)) {
 		if h.MemoryLimit > 0 {
 			p("  The worker ran in a memory cgroup with a hard limit of %.0f MB (the target, enforced by the kernel:", float64(h.MemoryLimit)/1e6)
 			p("  an OOM kill fails the hold; %d OOM kills), and as `processor run` does it set the Go runtime's", h.OOMKills)
-			p("  soft limit to 0.9 of it (`--memory-limit-ratio`, `internal/memlimit`).")
+			p("  soft limit to 0.9 of it (`--memory-limit-ratio`, `memlimit`).")
 		} else if h.LimitNote != "" {
 			p("  No memory limit: %s.", h.LimitNote)
 		}

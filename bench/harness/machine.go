@@ -128,16 +128,19 @@ func busyProcesses(d time.Duration) []string {
 	return out
 }
 
-// runHotPath runs the hot-path `go test -bench` benchmarks of the module
-// the harness runs in and returns their output.
+// runHotPath runs the hot-path `go test -bench` benchmarks of the worker's
+// module and returns their output. The worker's module is found through Go
+// rather than the working directory, so that the harness run from the
+// repository root (`make bench`) and from the bench module (whose go.mod
+// replaces it with ../) measure the same checkout.
 func runHotPath(ctx context.Context, cfg Config) string {
-	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
-		return "skipped: not run inside the module (go env GOMOD is empty)"
+	dir, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/dedupkit/dedup").Output()
+	if err != nil || strings.TrimSpace(string(dir)) == "" {
+		return "skipped: not run inside the worker's module or the bench module (go list -m github.com/dedupkit/dedup failed)"
 	}
 	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "1",
 		"./codecs", "./processor", ".")
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
+	cmd.Dir = strings.TrimSpace(string(dir))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("%s\n(go test -bench failed: %v)", out, err)

@@ -27,9 +27,9 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	log := newLogger(cfg, logOut)
 	logGuarantee(log, cfg.Guarantee)
 	// Before anything big is allocated: a restore is the worker's memory peak.
-	limit, err := memlimit.Apply(os.DirFS("/"), os.Getenv, cfg.MemLimitRatio)
+	limit, err := memlimit.Apply(os.Getenv, cfg.MemLimitRatio)
 	if err != nil {
-		return fmt.Errorf("--memory-limit-ratio: reading the cgroup's memory limit: %w", err)
+		return fmt.Errorf("--memory-limit-ratio: reading the cgroup's memory limit (0 or GOMEMLIMIT starts without it): %w", err)
 	}
 	log.Info("memory limit", "source", limit.Source, "softLimitBytes", limit.Limit, "cgroupLimitBytes", limit.Cgroup)
 	warnCleartext(cfg.Security, log)
