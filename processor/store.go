@@ -310,8 +310,7 @@ func (s *store) write(layer, base map[string][]byte, changelogNext int64) (int64
 		old, known := base[k]
 		had := known && old != nil
 		if !known && s.keys.mayContain(k) {
-			var err error
-			old, err = s.db.Get(dk, nil)
+			_, err := s.db.Get(dk, nil)
 			had = err == nil
 			if err != nil && !errors.Is(err, leveldb.ErrNotFound) {
 				return 0, s.noteCorrupt(err)
