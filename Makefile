@@ -10,6 +10,9 @@ FUZZTIME  ?= 200000x
 # -p 1: the integration, chaos and benchmark-smoke packages share one broker
 # and two cores; run packages one after another so their timings hold.
 TESTFLAGS ?= -p 1
+# The Go modules `make vet` checks, each in its own directory: ./... stops at a
+# directory with a go.mod of its own, so a module split off is added here.
+MODULES   ?= .
 
 .PHONY: all build demo test unit integration fuzz kafka-up kafka-down vet
 
@@ -21,9 +24,35 @@ build:
 demo:
 	$(GO) run ./cmd/processor demo
 
+# The linters run at the versions internal/tools/go.mod pins, a module of its
+# own: their dependencies stay out of the library's go.mod (a `tool` directive
+# there would add them to the requirements every user of the library inherits),
+# and `go tool -modfile` builds them from that file in any module's directory,
+# cached after the first run.
+TOOL := $(GO) tool -modfile=$(CURDIR)/internal/tools/go.mod
+
+# Dead code: `deadcode -test` lists each function that no program, test or
+# example of a module reaches, and every one of them fails the check except
+#  - exported functions and methods of the library's public packages
+#    (API_PACKAGES: the root package and those below), which users call even
+#    where nothing here does (deduptest's Driver.SetNow, for one), and
+#  - Example functions without an Output comment: documentation, never run.
+# So unused code in internal/, the commands, examples/ and bench/ fails, and so
+# do unexported functions anywhere. A new public package goes into API_PACKAGES.
+API_PACKAGES := ^github[.]com/dedupkit/dedup(/(atleastonce|codecs|deduptest|memlimit|metrics|processor|security|verify))?$$
+DEADCODE_FORMAT := {{range .Funcs}}{{printf "%s\t%s\t%s\n" $$.Path .Name .Position}}{{end}}
+DEADCODE_KEEP := ($$1 ~ api && $$2 !~ /(^|[.])[^A-Z]/) || $$2 ~ /^Example/
+
 vet:
-	$(GO) vet ./...
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	@set -e; for m in $(MODULES); do \
+	  echo "vet, staticcheck, deadcode: $$m"; cd $(CURDIR)/$$m; \
+	  $(GO) vet ./...; \
+	  $(TOOL) staticcheck ./...; \
+	  dead=$$($(TOOL) deadcode -test -f '$(DEADCODE_FORMAT)' ./...); \
+	  printf '%s' "$$dead" | awk -F '\t' -v api='$(API_PACKAGES)' \
+	    '!($(DEADCODE_KEEP)) { print $$3 ": unreachable func: " $$2; n++ } END { exit n > 0 }'; \
+	done
 
 # Unit tier only: integration tests skip without KAFKA_BROKERS.
 unit:
