@@ -54,9 +54,20 @@ vet:
 	    '!($(DEADCODE_KEEP)) { print $$3 ": unreachable func: " $$2; n++ } END { exit n > 0 }'; \
 	done
 
+# go test runs under internal/testsummary: the output plain go test prints, then
+# a table of passed, skipped and failed tests per package and why each skipped
+# test skipped (integration tests skip without a broker, where plain go test
+# says only "ok"). It exits with go test's status. Built, not `go run`: that
+# turns every failing status into 1.
+TESTSUMMARY := bin/testsummary
+GOTEST      := $(TESTSUMMARY) -- $(GO) test -json -count=1
+.PHONY: testsummary
+testsummary:
+	$(GO) build -o $(TESTSUMMARY) ./internal/testsummary
+
 # Unit tier only: integration tests skip without KAFKA_BROKERS.
-unit:
-	$(GO) test -count=1 $(TESTFLAGS) ./...
+unit: testsummary
+	$(GOTEST) $(TESTFLAGS) ./...
 
 # Starts Kafka unless one is already running for this checkout, and stops it
 # afterwards only if it started it. KAFKA_BROKERS set by the caller wins:
@@ -65,17 +76,17 @@ unit:
 # TLS/SASL tests only if KAFKA_SECURE_BROKERS and the rest of `kafka.sh
 # secure-env`'s variables are set).
 # Then the multi-broker tests run against a three-node cluster of their own.
-test: vet
+test: vet testsummary
 	@set -e; \
 	if [ -n "$$KAFKA_BROKERS" ]; then \
 	  echo "make test: using KAFKA_BROKERS=$$KAFKA_BROKERS"; \
-	  $(GO) test -count=1 -timeout 15m $(TESTFLAGS) ./...; \
+	  $(GOTEST) -timeout 15m $(TESTFLAGS) ./...; \
 	else \
 	  started=; \
 	  if ! $(KAFKA) status 2>/dev/null | grep -q alive; then $(KAFKA) up; started=1; fi; \
 	  status=0; \
 	  KAFKA_BROKERS=$$($(KAFKA) brokers) KAFKA_PROXY_ROUTES=$$($(KAFKA) proxy-routes) \
-	    env $$($(KAFKA) secure-env) $(GO) test -count=1 -timeout 15m $(TESTFLAGS) -skip '$(CLUSTER_TESTS)' ./... || status=$$?; \
+	    env $$($(KAFKA) secure-env) $(GOTEST) -timeout 15m $(TESTFLAGS) -skip '$(CLUSTER_TESTS)' ./... || status=$$?; \
 	  if [ -n "$$started" ]; then $(KAFKA) down; fi; \
 	  [ $$status = 0 ] || exit $$status; \
 	  $(MAKE) --no-print-directory test-cluster; \
@@ -88,10 +99,10 @@ test: vet
 CLUSTER_KAFKA := KAFKA_NODES=3 KAFKA_PORT=11092 KAFKA_DATA=$(CURDIR)/.kafka-cluster $(KAFKA)
 CLUSTER_TESTS := ^TestPartialPartition
 .PHONY: test-cluster
-test-cluster:
+test-cluster: testsummary
 	@set -e; trap '$(CLUSTER_KAFKA) clean' EXIT; $(CLUSTER_KAFKA) up; \
 	KAFKA_BROKERS=$$($(CLUSTER_KAFKA) brokers) KAFKA_PROXY_ROUTES=$$($(CLUSTER_KAFKA) proxy-routes) \
-	  $(GO) test -count=1 -timeout 15m -run '$(CLUSTER_TESTS)' -v ./integration
+	  $(TESTSUMMARY) -v -- $(GO) test -json -count=1 -timeout 15m -run '$(CLUSTER_TESTS)' ./integration
 
 # Bounded fuzzing of the codecs and the engine's decode and dead-letter paths
 # (about 10 s each here): garbage must never panic, and a dead letter always fits.
