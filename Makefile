@@ -10,9 +10,10 @@ FUZZTIME  ?= 200000x
 # -p 1: the integration, chaos and benchmark-smoke packages share one broker
 # and two cores; run packages one after another so their timings hold.
 TESTFLAGS ?= -p 1
-# bench/ is a module of its own, so its Redis, PostgreSQL and plotting clients stay
-# out of the worker's go.mod; vet and the tests run in each module in turn.
-MODULES   := . bench
+# The Go modules vet and the tests run in, each in its own directory: ./... stops
+# at a directory with a go.mod of its own. bench/ is one, so its Redis, PostgreSQL
+# and plotting clients stay out of the worker's go.mod.
+MODULES   ?= . bench
 
 .PHONY: all build demo test unit integration fuzz kafka-up kafka-down vet
 
@@ -34,13 +35,51 @@ build:
 demo:
 	$(GO) run ./cmd/processor demo
 
+# The linters run at the versions internal/tools/go.mod pins, a module of its
+# own: their dependencies stay out of the library's go.mod (a `tool` directive
+# there would add them to the requirements every user of the library inherits),
+# and `go tool -modfile` builds them from that file in any module's directory,
+# cached after the first run.
+TOOL := $(GO) tool -modfile=$(CURDIR)/internal/tools/go.mod
+
+# Dead code: `deadcode -test` lists each function that no program, test or
+# example of a module reaches, and every one of them fails the check except
+#  - exported functions and methods of the library's public packages
+#    (API_PACKAGES: the root package and those below), which users call even
+#    where nothing here does (deduptest's Driver.SetNow, for one), and
+#  - Example functions without an Output comment: documentation, never run.
+# So unused code in internal/, the commands, examples/ and bench/ fails, and so
+# do unexported functions anywhere. A new public package goes into API_PACKAGES.
+API_PACKAGES := ^github[.]com/dedupkit/dedup(/(atleastonce|codecs|deduptest|memlimit|metrics|processor|security|verify))?$$
+DEADCODE_FORMAT := {{range .Funcs}}{{printf "%s\t%s\t%s\n" $$.Path .Name .Position}}{{end}}
+DEADCODE_KEEP := ($$1 ~ api && $$2 !~ /(^|[.])[^A-Z]/) || $$2 ~ /^Example/
+
 vet:
-	for m in $(MODULES); do $(GO) -C $$m vet ./... || exit 1; done
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	@set -e; for m in $(MODULES); do \
+	  echo "vet, staticcheck, deadcode: $$m"; cd $(CURDIR)/$$m; \
+	  $(GO) vet ./...; \
+	  $(TOOL) staticcheck ./...; \
+	  dead=$$($(TOOL) deadcode -test -f '$(DEADCODE_FORMAT)' ./...); \
+	  printf '%s' "$$dead" | awk -F '\t' -v api='$(API_PACKAGES)' \
+	    '!($(DEADCODE_KEEP)) { print $$3 ": unreachable func: " $$2; n++ } END { exit n > 0 }'; \
+	done
+
+# go test runs under internal/testsummary: the output plain go test prints, then
+# a table of passed, skipped and failed tests per package and why each skipped
+# test skipped (integration tests skip without a broker, where plain go test
+# says only "ok"). It exits with go test's status. Built, not `go run`: that
+# turns every failing status into 1.
+TESTSUMMARY := bin/testsummary
+# In a loop over $(MODULES) with the module directory in $$m.
+GOTEST      = $(TESTSUMMARY) -- $(GO) -C $$m test -json -count=1
+.PHONY: testsummary
+testsummary:
+	$(GO) build -o $(TESTSUMMARY) ./internal/testsummary
 
 # Unit tier only: integration tests skip without KAFKA_BROKERS.
-unit:
-	for m in $(MODULES); do $(GO) -C $$m test -count=1 $(TESTFLAGS) ./... || exit 1; done
+unit: testsummary
+	for m in $(MODULES); do $(GOTEST) $(TESTFLAGS) ./... || exit 1; done
 
 # Starts Kafka unless one is already running for this checkout, and stops it
 # afterwards only if it started it. KAFKA_BROKERS set by the caller wins:
@@ -49,18 +88,18 @@ unit:
 # TLS/SASL tests only if KAFKA_SECURE_BROKERS and the rest of `kafka.sh
 # secure-env`'s variables are set).
 # Then the multi-broker tests run against a three-node cluster of their own.
-test: vet
+test: vet testsummary
 	@set -e; \
 	if [ -n "$$KAFKA_BROKERS" ]; then \
 	  echo "make test: using KAFKA_BROKERS=$$KAFKA_BROKERS"; \
-	  for m in $(MODULES); do $(GO) -C $$m test -count=1 -timeout 15m $(TESTFLAGS) ./...; done; \
+	  for m in $(MODULES); do $(GOTEST) -timeout 15m $(TESTFLAGS) ./...; done; \
 	else \
 	  started=; \
 	  if ! $(KAFKA) status 2>/dev/null | grep -q alive; then $(KAFKA) up; started=1; fi; \
 	  status=0; \
 	  for m in $(MODULES); do \
 	    KAFKA_BROKERS=$$($(KAFKA) brokers) KAFKA_PROXY_ROUTES=$$($(KAFKA) proxy-routes) \
-	      env $$($(KAFKA) secure-env) $(GO) -C $$m test -count=1 -timeout 15m $(TESTFLAGS) -skip '$(CLUSTER_TESTS)' ./... || status=$$?; \
+	      env $$($(KAFKA) secure-env) $(GOTEST) -timeout 15m $(TESTFLAGS) -skip '$(CLUSTER_TESTS)' ./... || status=$$?; \
 	  done; \
 	  if [ -n "$$started" ]; then $(KAFKA) down; fi; \
 	  [ $$status = 0 ] || exit $$status; \
@@ -74,10 +113,10 @@ test: vet
 CLUSTER_KAFKA := KAFKA_NODES=3 KAFKA_PORT=11092 KAFKA_DATA=$(CURDIR)/.kafka-cluster $(KAFKA)
 CLUSTER_TESTS := ^TestPartialPartition
 .PHONY: test-cluster
-test-cluster:
+test-cluster: testsummary
 	@set -e; trap '$(CLUSTER_KAFKA) clean' EXIT; $(CLUSTER_KAFKA) up; \
 	KAFKA_BROKERS=$$($(CLUSTER_KAFKA) brokers) KAFKA_PROXY_ROUTES=$$($(CLUSTER_KAFKA) proxy-routes) \
-	  $(GO) test -count=1 -timeout 15m -run '$(CLUSTER_TESTS)' -v ./integration
+	  $(TESTSUMMARY) -v -- $(GO) test -json -count=1 -timeout 15m -run '$(CLUSTER_TESTS)' ./integration
 
 # Bounded fuzzing of the codecs and the engine's decode and dead-letter paths
 # (about 10 s each here): garbage must never panic, and a dead letter always fits.

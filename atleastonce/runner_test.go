@@ -45,16 +45,20 @@ func (f *fakeProc) Recovered() bool         { return f.err == nil }
 // goka's error when closing its consumer group at a stop finds the member
 // gone from the group's generation (seen in make chaos at a scale-down:
 // sarama's Close returns the last error its consumers reported).
+//
+//lint:ignore ST1005 goka's own error text, capitalised as goka writes it
 var leftGroup = &multierror.Error{Errors: []error{fmt.Errorf("Error closing consumer group: %w",
 	&sarama.ConsumerError{Topic: "g-loop", Partition: 6, Err: sarama.ErrUnknownMemberId})}}
 
 // goka's error when the processor is stopped before its tables are up, as
 // processor run returns it (seen in make chaos: a worker scaled down 0.1 s
 // after it started).
-var stoppedStarting = fmt.Errorf("goka processor: %w", &multierror.Error{Errors: []error{
+var errStoppedStarting = fmt.Errorf("goka processor: %w", &multierror.Error{Errors: []error{
 	fmt.Errorf("error waiting for start up tables: %w", errors.New(gokaStartInterrupted))}})
 
 // goka's wrapping of a consumer-group error when the coordinator's broker dies.
+//
+//lint:ignore ST1005 goka's own error text, capitalised as goka writes it
 var coordinatorGone = errors.Join(errors.New("Error closing consumer group: connection refused"),
 	fmt.Errorf("error consuming from group consumer: %w", io.EOF))
 
@@ -106,9 +110,9 @@ func TestRunnerReplacesAProcessorThatStoppedOnABrokerError(t *testing.T) {
 			wantRuns: []string{"p0"}, cancelWhen: "p0"},
 		{name: "stopped, and leaving the group failed: a clean stop", stopErr: leftGroup, backoff: time.Millisecond,
 			wantRuns: []string{"p0"}, cancelWhen: "p0"},
-		{name: "stopped while starting: a clean stop", stopErr: stoppedStarting, backoff: time.Millisecond,
+		{name: "stopped while starting: a clean stop", stopErr: errStoppedStarting, backoff: time.Millisecond,
 			wantRuns: []string{"p0"}, cancelWhen: "p0"},
-		{name: "the same error without a stop: Run ends with it", firstErr: stoppedStarting, backoff: time.Millisecond,
+		{name: "the same error without a stop: Run ends with it", firstErr: errStoppedStarting, backoff: time.Millisecond,
 			wantRuns: []string{"p0"}, wantErr: gokaStartInterrupted},
 		{name: "stopped, and the processor failed: Run ends with it", stopErr: errors.New("callback failed"),
 			backoff: time.Millisecond, wantRuns: []string{"p0"}, wantErr: "callback failed", cancelWhen: "p0"},
@@ -148,7 +152,7 @@ func TestRunnerReplacesAProcessorThatStoppedOnABrokerError(t *testing.T) {
 
 // goka formats a storage error with %v; a lookup that hit a damaged block
 // fails the processor with a panic's text like this one.
-var damagedLookup = errors.New("panic in callback: error getting from leveldb (key e-1): leveldb: corrupted or incompatible")
+var errDamagedLookup = errors.New("panic in callback: error getting from leveldb (key e-1): leveldb: corrupted or incompatible")
 
 // A processor that failed while a table store of the group is damaged is
 // replaced (the new one's storage builder replaces the store); with every
@@ -185,7 +189,7 @@ func TestRunnerReplacesAProcessorThatFailedOnADamagedStore(t *testing.T) {
 			r := &Runner{cfg: Config{StateDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
 				topo: &dedup.Topology{Group: "g", Input: "in"}, firstBackoff: time.Millisecond}
 			r.newProc = func() (gokaProcessor, error) { return &fakeProc{name: "p1", started: started}, nil }
-			var first gokaProcessor = &fakeProc{name: "p0", err: damagedLookup, started: started}
+			var first gokaProcessor = &fakeProc{name: "p0", err: errDamagedLookup, started: started}
 			r.proc.Store(&first)
 
 			runs, err := runWatched(t, r, started, "p1", func(string) {})

@@ -9,17 +9,14 @@ import (
 	"sync/atomic"
 
 	"github.com/syndtr/goleveldb/leveldb"
-	"github.com/syndtr/goleveldb/leveldb/filter"
 	"github.com/syndtr/goleveldb/leveldb/opt"
 	"github.com/syndtr/goleveldb/leveldb/util"
 )
 
 // Key layout in a partition's LevelDB: table records under 'd'+key and
-// metadata under 'm:'+name. Versions before 2026-12-03 also kept an expiry
-// index under 'x'+expiry+key; open deletes it (dropExpiryIndex).
+// metadata under 'm:'+name.
 const (
 	prefixData        = 'd'
-	prefixExpiry      = 'x'
 	metaChangelogNext = "m:changelog-next"
 	metaEntries       = "m:entries"
 )
@@ -91,7 +88,6 @@ type store struct {
 func storeOptions(writeBuffer int) *opt.Options {
 	return &opt.Options{
 		Filter:                 newTableFilter(),
-		AltFilters:             []filter.Filter{filter.NewBloomFilter(10)},
 		DisableBlockCache:      true,
 		WriteBuffer:            writeBuffer,
 		DisableSeeksCompaction: true,
@@ -118,10 +114,6 @@ func (s *store) open(writeBuffer int) error {
 		return fmt.Errorf("open table store %s: %w", s.path, err)
 	}
 	s.db, s.writeBuffer = db, writeBuffer
-	if err := dropExpiryIndex(db); err != nil {
-		db.Close()
-		return fmt.Errorf("table store %s: %w", s.path, err)
-	}
 	if s.entries, err = s.meta(metaEntries, 0); err != nil {
 		db.Close()
 		return err
@@ -169,47 +161,6 @@ func dataKey(key string) []byte {
 	b[0] = prefixData
 	copy(b[1:], key)
 	return b
-}
-
-// dropExpiryIndex deletes the expiry index that versions before 2026-12-03
-// wrote next to every record ('x'+expiry+key). The sweeper now scans the
-// records instead: the index doubled LevelDB's writes per seen ID (about
-// 1.7 µs per first-seen event, and twice the compaction) to save a scan that
-// costs about 0.3 µs per stored ID once per sweep pass (BenchmarkSweepScan).
-func dropExpiryIndex(db *leveldb.DB) error {
-	if err := deleteExpiryIndex(db); err != nil {
-		return fmt.Errorf("drop the old expiry index: %w", err)
-	}
-	return nil
-}
-
-func deleteExpiryIndex(db *leveldb.DB) error {
-	it := db.NewIterator(util.BytesPrefix([]byte{prefixExpiry}), &opt.ReadOptions{DontFillCache: true})
-	defer it.Release()
-	b := new(leveldb.Batch)
-	deleted := false
-	for it.Next() {
-		deleted = true
-		b.Delete(bytes.Clone(it.Key()))
-		if b.Len() == 10000 {
-			if err := db.Write(b, nil); err != nil {
-				return err
-			}
-			b.Reset()
-		}
-	}
-	if err := it.Error(); err != nil {
-		return err
-	}
-	if !deleted {
-		return nil
-	}
-	if err := db.Write(b, nil); err != nil {
-		return err
-	}
-	// Compact the range now, or every later open would step over its
-	// tombstones here until LevelDB compacts them on its own.
-	return db.CompactRange(*util.BytesPrefix([]byte{prefixExpiry}))
 }
 
 // Expired scans up to scan table records from where its last call stopped
@@ -310,8 +261,7 @@ func (s *store) write(layer, base map[string][]byte, changelogNext int64) (int64
 		old, known := base[k]
 		had := known && old != nil
 		if !known && s.keys.mayContain(k) {
-			var err error
-			old, err = s.db.Get(dk, nil)
+			_, err := s.db.Get(dk, nil)
 			had = err == nil
 			if err != nil && !errors.Is(err, leveldb.ErrNotFound) {
 				return 0, s.noteCorrupt(err)

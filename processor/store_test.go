@@ -1,15 +1,12 @@
 package processor
 
 import (
-	"encoding/binary"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/lovoo/goka"
-	"github.com/syndtr/goleveldb/leveldb"
-	"github.com/syndtr/goleveldb/leveldb/util"
 
 	"github.com/dedupkit/dedup/codecs"
 )
@@ -111,42 +108,6 @@ func TestStoreExpiredScansInPasses(t *testing.T) {
 	}
 	if keys, done, _ = s.Expired(now.UnixNano(), 10, 100); !done || !slices.Equal(keys, []string{"k2", "k4", "k6", "k8"}) {
 		t.Fatalf("second pass: %v done=%v; want [k2 k4 k6 k8], done", keys, done)
-	}
-}
-
-// A store written by a version with the expiry index loses the index when
-// opened, and keeps its records.
-func TestOpenDropsTheOldExpiryIndex(t *testing.T) {
-	s, err := openStore(t.TempDir(), seenExpiry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := seenValue(t, time.Now().Add(time.Hour))
-	s.Set("a", v)
-	if err := s.Apply(7); err != nil {
-		t.Fatal(err)
-	}
-	old := new(leveldb.Batch)
-	for i := range 25000 { // more than one deletion batch
-		old.Put(binary.BigEndian.AppendUint64([]byte{prefixExpiry}, uint64(i)), nil)
-	}
-	if err := s.db.Write(old, nil); err != nil {
-		t.Fatal(err)
-	}
-	s = reopened(t, s)
-	// Deleted and compacted away: later opens do not step over tombstones.
-	if size, err := s.db.SizeOf([]util.Range{*util.BytesPrefix([]byte{prefixExpiry})}); err != nil || size.Sum() != 0 {
-		t.Fatalf("the old index still takes %d bytes of table files (%v)", size.Sum(), err)
-	}
-	it := s.db.NewIterator(util.BytesPrefix([]byte{prefixExpiry}), nil)
-	n := 0
-	for it.Next() {
-		n++
-	}
-	it.Release()
-	next, _ := s.ChangelogNext()
-	if a, _ := s.Get("a"); n != 0 || a == nil || next != 7 || s.entries != 1 {
-		t.Fatalf("after reopen: %d index entries, a=%v, next=%d, entries=%d; want 0, a, 7, 1", n, a != nil, next, s.entries)
 	}
 }
 

@@ -3,15 +3,13 @@ package processor
 import "github.com/syndtr/goleveldb/leveldb/filter"
 
 // tableFilter is the bloom filter LevelDB writes into each table file, over
-// the table records ('d' keys) only: those are what lookups search for.
+// the table records ('d' keys) only: those are what lookups search for, and
+// bits spent on other keys would only raise its false-positive rate.
 // Lookups of other keys (metadata) are always "may contain", so they read
-// the table as without a filter. Tables written by older versions also held
-// an expiry index ('x' keys), read only by iterators, which never consult a
-// filter: half of goleveldb's filter over every key was spent on it.
+// the table as without a filter.
 //
-// It has a name of its own because a filter's name is stored in each table:
-// tables written before it, with goleveldb's bloom filter over every key,
-// are read through storeOptions' AltFilters until compaction rewrites them.
+// It has a name of its own because a filter's name is stored in each table,
+// and a table whose filter has another name is read without one.
 type tableFilter struct{ bloom filter.Filter }
 
 func newTableFilter() tableFilter { return tableFilter{bloom: filter.NewBloomFilter(10)} }

@@ -21,14 +21,14 @@ func filterOf(keys ...[]byte) []byte {
 
 func TestTableFilterCoversTableRecordsOnly(t *testing.T) {
 	f := newTableFilter()
-	var data, expiry [][]byte
+	var data, other [][]byte
 	for i := range 1000 {
 		data = append(data, dataKey("evt-"+strconv.Itoa(i)))
-		expiry = append(expiry, []byte("x"+strconv.Itoa(i))) // what older versions indexed
+		other = append(other, []byte("x"+strconv.Itoa(i))) // any key that is not a table record
 	}
-	both := filterOf(append(append([][]byte{}, data...), expiry...)...)
+	both := filterOf(append(append([][]byte{}, data...), other...)...)
 	if dataOnly := filterOf(data...); len(both) != len(dataOnly) {
-		t.Fatalf("filter over data and expiry keys is %d bytes, over data keys %d: expiry keys were added", len(both), len(dataOnly))
+		t.Fatalf("filter over data and other keys is %d bytes, over data keys %d: other keys were added", len(both), len(dataOnly))
 	}
 	for _, k := range data {
 		if !f.Contains(both, k) {
@@ -37,13 +37,13 @@ func TestTableFilterCoversTableRecordsOnly(t *testing.T) {
 	}
 	// Keys it was not built over must still be "may contain", or LevelDB
 	// would skip the tables that hold them.
-	onlyExpiry := filterOf(expiry...)
-	for _, k := range [][]byte{expiry[0], []byte(metaChangelogNext), []byte(metaEntries)} {
-		if !f.Contains(onlyExpiry, k) {
+	onlyOther := filterOf(other...)
+	for _, k := range [][]byte{other[0], []byte(metaChangelogNext), []byte(metaEntries)} {
+		if !f.Contains(onlyOther, k) {
 			t.Fatalf("%q: filter says absent for a key it does not cover", k)
 		}
 	}
-	if f.Contains(onlyExpiry, data[0]) {
+	if f.Contains(onlyOther, data[0]) {
 		t.Fatal("a filter of a block without table records says it may hold one")
 	}
 }

@@ -32,7 +32,7 @@ type admin struct {
 }
 
 func newAdmin(brokers []string) (*admin, error) {
-	client, err := kafkautil.WaitForBroker(brokers, saramaConfig(), time.Minute)
+	client, err := waitForBroker(brokers, saramaConfig(), time.Minute)
 	if err != nil {
 		return nil, err
 	}
@@ -247,4 +247,20 @@ func topicDiskBytes(kafkaData, topic string) int64 {
 		return -1
 	}
 	return total
+}
+
+// waitForBroker retries connecting until a broker answers or the deadline
+// passes: the harness starts its broker and goes on while it boots.
+func waitForBroker(brokers []string, cfg *sarama.Config, timeout time.Duration) (sarama.Client, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		client, err := sarama.NewClient(brokers, cfg)
+		if err == nil {
+			return client, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no broker of %v answered within %v: %w", brokers, timeout, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/internal/netfault"
 )
 
@@ -150,18 +151,19 @@ func knowsTopic(b *sarama.Broker, conf *sarama.Config, topic string, partitions 
 	if err != nil {
 		return false, err
 	}
-	for _, t := range resp.Topics {
-		if t.Name != topic || !errors.Is(t.Err, sarama.ErrNoError) || len(t.Partitions) != partitions {
-			return false, t.Err
-		}
-		for _, p := range t.Partitions {
-			if p.Leader < 0 {
-				return false, p.Err
-			}
-		}
-		return true, nil
+	if len(resp.Topics) == 0 {
+		return false, nil
 	}
-	return false, nil
+	t := resp.Topics[0] // the only topic asked for
+	if t.Name != topic || !errors.Is(t.Err, sarama.ErrNoError) || len(t.Partitions) != partitions {
+		return false, t.Err
+	}
+	for _, p := range t.Partitions {
+		if p.Leader < 0 {
+			return false, p.Err
+		}
+	}
+	return true, nil
 }
 
 // durability describes the replication of topics, e.g.
@@ -182,8 +184,7 @@ func (c *cluster) durability(topics ...string) (string, error) {
 			out = append(out, fmt.Sprintf("%s (%v)", m.Name, m.Err))
 			continue
 		}
-		entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: m.Name,
-			ConfigNames: []string{"min.insync.replicas"}})
+		entries, err := kafkautil.TopicConfig(admin, m.Name, "min.insync.replicas")
 		minISR := "?"
 		if err == nil && len(entries) == 1 {
 			minISR = entries[0].Value

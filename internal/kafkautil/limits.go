@@ -17,7 +17,7 @@ const BatchOverhead = 128
 // describe (no DescribeConfigs ACL) is left out and reported in skipped.
 func MaxMessageBytes(admin sarama.ClusterAdmin, topics ...string) (limit int, skipped []string, err error) {
 	for _, topic := range topics {
-		entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"max.message.bytes"}})
+		entries, err := TopicConfig(admin, topic, "max.message.bytes")
 		if Refused(err) {
 			skipped = append(skipped, topic)
 			continue

@@ -10,7 +10,7 @@ import (
 
 // TopicRetention reads a topic's retention.ms; infinite is true for -1.
 func TopicRetention(admin sarama.ClusterAdmin, topic string) (retention time.Duration, infinite bool, err error) {
-	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"retention.ms"}})
+	entries, err := TopicConfig(admin, topic, "retention.ms")
 	if err != nil {
 		return 0, false, fmt.Errorf("describe configs of %s: %w", topic, err)
 	}

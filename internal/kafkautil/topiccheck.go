@@ -65,8 +65,7 @@ func checkCopartitioned(admin sarama.ClusterAdmin, t GroupTopics, topic string, 
 // cleanup.policy is compact. Reading it needs DescribeConfigs on the topic;
 // a refusal names that ACL.
 func checkTablePolicy(admin sarama.ClusterAdmin, t GroupTopics) error {
-	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: t.Table,
-		ConfigNames: []string{"cleanup.policy"}})
+	entries, err := TopicConfig(admin, t.Table, "cleanup.policy")
 	if err != nil {
 		if Refused(err) {
 			return fmt.Errorf("describe configs of %s (the worker checks its cleanup.policy at start: "+

@@ -18,7 +18,7 @@ type topicsAdmin struct {
 	policy              map[string]string
 	hidden              map[string]bool // exists, but not in the metadata yet
 	failCreate          map[string]error
-	configErr           error
+	configErr           sarama.KError // the table's error code in DescribeConfigs
 	created             []string
 	describedConfigs    int
 }
@@ -49,16 +49,22 @@ func (a *topicsAdmin) DescribeTopics(topics []string) ([]*sarama.TopicMetadata, 
 	return out, nil
 }
 
-func (a *topicsAdmin) DescribeConfig(r sarama.ConfigResource) ([]sarama.ConfigEntry, error) {
+func (a *topicsAdmin) DescribeConfigs(rs []*sarama.ConfigResource, _ sarama.DescribeConfigsOptions) ([]*sarama.ConfigResourceResult, error) {
 	a.describedConfigs++
-	if a.configErr != nil {
-		return nil, a.configErr
+	var out []*sarama.ConfigResourceResult
+	for _, r := range rs {
+		if a.configErr != sarama.ErrNoError {
+			out = append(out, &sarama.ConfigResourceResult{Type: r.Type, Name: r.Name, ErrorCode: a.configErr})
+			continue
+		}
+		policy, ok := a.policy[r.Name]
+		if !ok {
+			policy = "delete" // the broker's default
+		}
+		out = append(out, &sarama.ConfigResourceResult{Type: r.Type, Name: r.Name,
+			Configs: []sarama.ConfigEntry{{Name: "cleanup.policy", Value: policy}}})
 	}
-	policy, ok := a.policy[r.Name]
-	if !ok {
-		policy = "delete" // the broker's default
-	}
-	return []sarama.ConfigEntry{{Name: "cleanup.policy", Value: policy}}, nil
+	return out, nil
 }
 
 var testGroupTopics = GroupTopics{Input: "in", Outputs: []string{"out"}, DLQ: "g-dlq", Table: "g-table", Loop: "g-loop",
@@ -143,7 +149,7 @@ func TestEnsureGroupTopicsOtherFailures(t *testing.T) {
 		{"table made by another instance, not in the metadata yet", &topicsAdmin{partitions: map[string]int32{"g-table": 3},
 			hidden: map[string]bool{"g-table": true}}, `describe topic "g-table": `, true, false},
 		{"no DescribeConfigs on the table", &topicsAdmin{partitions: map[string]int32{"g-table": 3},
-			configErr: &sarama.DescribeConfigError{Err: sarama.ErrTopicAuthorizationFailed}},
+			configErr: sarama.ErrTopicAuthorizationFailed},
 			"describe configs of g-table (the worker checks its cleanup.policy at start: allow DescribeConfigs on it): ", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -138,19 +138,3 @@ func createTopic(admin sarama.ClusterAdmin, name string, partitions int32, repli
 	}
 	return false, nil
 }
-
-// WaitForBroker retries connecting until a broker answers or the deadline
-// passes, so a worker started next to a booting broker does not crash-loop.
-func WaitForBroker(brokers []string, cfg *sarama.Config, timeout time.Duration) (sarama.Client, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		client, err := sarama.NewClient(brokers, cfg)
-		if err == nil {
-			return client, nil
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("no broker of %v answered within %v: %w", brokers, timeout, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
