@@ -106,6 +106,15 @@ test: vet testsummary
 	  $(MAKE) --no-print-directory test-cluster; \
 	fi
 	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory test-deploy
+
+# The deployment artefacts (deploy/k8s, docker-compose.yml) checked against the
+# worker: deploy/ is a Go module of its own, so the Kubernetes and Compose
+# libraries its tests decode with stay out of the worker's go.mod. Needs no broker.
+.PHONY: test-deploy
+test-deploy:
+	$(GO) -C deploy vet ./...
+	$(GO) -C deploy test -count=1 ./...
 
 # The tests that need several brokers (a worker cut off from one broker only)
 # against a three-node cluster on 127.0.0.1:11092-11094 (data in .kafka-cluster,

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dedupkit/dedup/verify"
 )
@@ -34,6 +35,7 @@ func docSections() []struct {
 	}{
 		{"processor run", (&Config{}).flags("processor run")},
 		{"processor verify", verifyFlags(&verify.Config{}, new(int))},
+		{"processor probe", probeFlags(new(string), new(string), new(time.Duration))},
 		{"admin commands", newAdminFlags("processor admin").fs},
 	}
 }

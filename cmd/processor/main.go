@@ -30,6 +30,7 @@ commands:
   reset-state    delete a stopped group's table topic and local state (--yes)
   table          inspect a stopped worker's local table: table get <id> | table stats
   verify check that every input event was output exactly once (processor verify -h)
+  probe          ask a running worker's /healthz or /readyz; exit 0 on 200 (a container health check)
   version        print the version, commit and Go version of this build
 `
 
@@ -67,6 +68,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = runVerify(ctx, args[1:], stdout, stderr)
 	case "version":
 		err = runVersion(args[1:], stdout)
+	case "probe":
+		err = runProbe(ctx, args[1:], os.LookupEnv, stdout)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
