@@ -11,9 +11,10 @@ FUZZTIME  ?= 200000x
 # and two cores; run packages one after another so their timings hold.
 TESTFLAGS ?= -p 1
 # The Go modules vet and the tests run in, each in its own directory: ./... stops
-# at a directory with a go.mod of its own. bench/ is one, so its Redis, PostgreSQL
-# and plotting clients stay out of the worker's go.mod.
-MODULES   ?= . bench
+# at a directory with a go.mod of its own. bench/ and deploy/ are such modules, so
+# the benchmark's Redis, PostgreSQL and plotting clients and the Kubernetes and
+# Compose libraries the deployment tests decode with stay out of the worker's go.mod.
+MODULES   ?= . bench deploy
 
 .PHONY: all build demo test unit integration fuzz kafka-up kafka-down vet
 
@@ -106,15 +107,12 @@ test: vet testsummary
 	  $(MAKE) --no-print-directory test-cluster; \
 	fi
 	$(MAKE) --no-print-directory fuzz
-	$(MAKE) --no-print-directory test-deploy
 
 # The deployment artefacts (deploy/k8s, docker-compose.yml) checked against the
-# worker: deploy/ is a Go module of its own, so the Kubernetes and Compose
-# libraries its tests decode with stay out of the worker's go.mod. Needs no broker.
+# worker, alone (make test runs them as one of $(MODULES)). Needs no broker.
 .PHONY: test-deploy
-test-deploy:
-	$(GO) -C deploy vet ./...
-	$(GO) -C deploy test -count=1 ./...
+test-deploy: testsummary
+	m=deploy; $(GOTEST) ./...
 
 # The tests that need several brokers (a worker cut off from one broker only)
 # against a three-node cluster on 127.0.0.1:11092-11094 (data in .kafka-cluster,
