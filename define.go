@@ -51,7 +51,7 @@ func Define(group string, opts ...Option) (*Topology, error) {
 // inputs share the group's table, so an event that arrives on two of them
 // (a topic and its retry topic, two regions' copies) is processed once;
 // they must have the same partition count, since partition p of every
-// input is judged against table partition p.
+// input is read with table partition p.
 func Input(topics ...string) Option {
 	return func(t *Topology) { t.Inputs = append(t.Inputs, topics...) }
 }

@@ -84,7 +84,7 @@ func checkInputsCopartitioned(t GroupTopics, counts []int32) error {
 		}
 	}
 	return fmt.Errorf("%w: the inputs of group %s have different partition counts (%s): the group's table and loop "+
-		"topics are co-partitioned with every input, partition p of each input judged against table partition p, "+
+		"topics are co-partitioned with every input, partition p of each input read with table partition p, "+
 		"so all inputs need one count. Fix: raise the smaller ones to %d: %s (a key's new records may then go to "+
 		"another partition than its old ones; a table made for another count is refused at the next start, with its fix), or read the "+
 		"inputs with one group each (an event on two of them is then processed by each)",
