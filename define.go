@@ -47,8 +47,14 @@ func Define(group string, opts ...Option) (*Topology, error) {
 	return t, nil
 }
 
-// Input is the topic the group reads its events from.
-func Input(topic string) Option { return func(t *Topology) { t.Input = topic } }
+// Input names topics the group reads its events from. Repeatable. All
+// inputs share the group's table, so an event that arrives on two of them
+// (a topic and its retry topic, two regions' copies) is processed once;
+// they must have the same partition count, since partition p of every
+// input is read with table partition p.
+func Input(topics ...string) Option {
+	return func(t *Topology) { t.Inputs = append(t.Inputs, topics...) }
+}
 
 // Output declares the topics the handler may write; a Message with no
 // Topic goes to the first. Repeatable.

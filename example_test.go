@@ -45,8 +45,25 @@ func ExampleDefine_invalid() {
 		dedup.Retention(0))
 	fmt.Println(err)
 	// Output:
-	// dedup.Define("orders"): input topic is empty
+	// dedup.Define("orders"): no input topic
 	// retention 0s: must be positive
+}
+
+// A topic and its retry topic read by one group: an event re-published
+// to the retry topic after it was processed from the first is skipped.
+func ExampleInput() {
+	top, err := dedup.Define("settlement-service",
+		dedup.Input("order.events", "order.events.retry"),
+		dedup.Output("settlements"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("inputs:", top.Inputs)
+	fmt.Println("table:", top.TableTopic())
+	// Output:
+	// inputs: [order.events order.events.retry]
+	// table: settlement-service-table
 }
 
 // A handler returns its messages, in order, for any declared output. Input

@@ -54,8 +54,11 @@ const (
 	// RekeyNever judges them in the partition they arrived in, under their
 	// dedup key. Correct only when every copy of an event carries the same
 	// record key (for example the aggregate ID, which per-aggregate ordering
-	// needs anyway) and the input's partition count does not change; it
-	// saves the loop's second produce, consume and decode of every event.
+	// needs anyway), the producers of every input partition records alike
+	// (the same key to the same partition number: the default partitioner
+	// on topics of one partition count does), and that count does not
+	// change; it saves the loop's second produce, consume and decode of
+	// every event.
 	// Needs a runtime whose context implements KeyedContext (exactly-once).
 	RekeyNever RekeyPolicy = "never"
 )
@@ -68,7 +71,7 @@ const (
 	DefaultRetryBackoff = 100 * time.Millisecond
 )
 
-// Topology is the goka graph of one consumer group: the input topic, the
+// Topology is the goka graph of one consumer group: the input topics, the
 // dedup table (goka group table "<group>-table", codec codecs.Seen), the
 // output topics, a dead-letter topic and a loop topic "<group>-loop" for
 // re-keying. Its Process callback is written against goka.Context, so it runs
@@ -78,8 +81,13 @@ const (
 // runtime reads a Topology and never writes it, so one Topology may be run
 // by several runtimes (and tests) at once.
 type Topology struct {
-	Group   string
-	Input   string
+	Group string
+	// Inputs are the topics the group reads. They share one table, so an
+	// event ID that arrives on two of them (a topic and its retry topic,
+	// two regions' topics) is processed once. The table and loop topics are
+	// co-partitioned with every input, so all inputs must have the same
+	// partition count; the runtimes refuse to start otherwise.
+	Inputs  []string
 	Outputs []string // the topics a handler may write; the first is the default
 	DLQ     string
 
@@ -115,28 +123,23 @@ func (t *Topology) Validate() error {
 	if t.Group == "" {
 		errs = append(errs, errors.New("group is empty"))
 	}
-	if t.Input == "" {
-		errs = append(errs, errors.New("input topic is empty"))
-	}
+	internal := []string{t.TableTopic(), t.LoopTopic()}
+	errs = append(errs, t.validateInputs(internal)...)
 	if len(t.Outputs) == 0 {
 		errs = append(errs, errors.New("no output topic"))
 	}
 	if t.DLQ == "" {
 		errs = append(errs, errors.New("dead-letter topic is empty"))
 	}
-	internal := []string{t.TableTopic(), t.LoopTopic()}
 	for _, o := range t.Outputs {
 		switch {
 		case o == "":
 			errs = append(errs, errors.New("an output topic is empty"))
-		case o == t.Input:
+		case slices.Contains(t.Inputs, o):
 			errs = append(errs, fmt.Errorf("input topic %q is also an output: events would loop forever", o))
 		case slices.Contains(internal, o):
 			errs = append(errs, fmt.Errorf("output %q is the group's own table or loop topic", o))
 		}
-	}
-	if t.Input != "" && t.Input == t.DLQ {
-		errs = append(errs, fmt.Errorf("input topic %q is also the dead-letter topic: events would loop forever", t.Input))
 	}
 	if t.Handler == nil {
 		errs = append(errs, errors.New("handler is nil"))
@@ -166,6 +169,29 @@ func (t *Topology) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateInputs reports inputs that are missing, empty, named twice, or
+// that the group writes itself: an input that is also the dead-letter,
+// table or loop topic would read the group's own records as events.
+func (t *Topology) validateInputs(internal []string) []error {
+	if len(t.Inputs) == 0 {
+		return []error{errors.New("no input topic")}
+	}
+	var errs []error
+	for i, in := range t.Inputs {
+		switch {
+		case in == "":
+			errs = append(errs, errors.New("an input topic is empty"))
+		case slices.Contains(t.Inputs[:i], in):
+			errs = append(errs, fmt.Errorf("input topic %q is named twice", in))
+		case in == t.DLQ:
+			errs = append(errs, fmt.Errorf("input topic %q is also the dead-letter topic: events would loop forever", in))
+		case slices.Contains(internal, in):
+			errs = append(errs, fmt.Errorf("input topic %q is the group's own table or loop topic", in))
+		}
+	}
+	return errs
 }
 
 // RetryBudget is the longest a failing handler's retries wait in backoff

@@ -195,7 +195,7 @@ const (
 func (r *Runner) Run(ctx context.Context) error { return kafkautil.Named(r.run(ctx)) }
 
 func (r *Runner) run(ctx context.Context) error {
-	r.cfg.Logger.Info("best-effort processor starting", "group", r.topo.Group, "input", r.topo.Input,
+	r.cfg.Logger.Info("best-effort processor starting", "group", r.topo.Group, "inputs", r.topo.Inputs,
 		"table", r.topo.TableTopic(), "stateDir", r.cfg.StateDir)
 	backoff := r.firstBackoff
 	for {

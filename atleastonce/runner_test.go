@@ -120,7 +120,7 @@ func TestRunnerReplacesAProcessorThatStoppedOnABrokerError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			started := make(chan string, 10)
 			builds := 0
-			r := &Runner{cfg: Config{Logger: slog.New(slog.DiscardHandler)}, topo: &dedup.Topology{Group: "g", Input: "in"},
+			r := &Runner{cfg: Config{Logger: slog.New(slog.DiscardHandler)}, topo: &dedup.Topology{Group: "g", Inputs: []string{"in"}},
 				firstBackoff: tc.backoff}
 			r.newProc = func() (gokaProcessor, error) {
 				builds++
@@ -187,7 +187,7 @@ func TestRunnerReplacesAProcessorThatFailedOnADamagedStore(t *testing.T) {
 			var logs bytes.Buffer
 			started := make(chan string, 10)
 			r := &Runner{cfg: Config{StateDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
-				topo: &dedup.Topology{Group: "g", Input: "in"}, firstBackoff: time.Millisecond}
+				topo: &dedup.Topology{Group: "g", Inputs: []string{"in"}}, firstBackoff: time.Millisecond}
 			r.newProc = func() (gokaProcessor, error) { return &fakeProc{name: "p1", started: started}, nil }
 			var first gokaProcessor = &fakeProc{name: "p0", err: errDamagedLookup, started: started}
 			r.proc.Store(&first)

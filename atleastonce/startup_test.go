@@ -27,7 +27,7 @@ func TestStopWhileGokaStartsIsClean(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	topo := &dedup.Topology{Group: "startup", Input: "orders", Outputs: []string{"orders-deduped"}, DLQ: "startup-dlq",
+	topo := &dedup.Topology{Group: "startup", Inputs: []string{"orders"}, Outputs: []string{"orders-deduped"}, DLQ: "startup-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
 		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward(), Logger: log}
 	r, err := New(ctx, Config{Brokers: cluster.ListenAddrs(), StateDir: t.TempDir(), CommitInterval: 100 * time.Millisecond,

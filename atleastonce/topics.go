@@ -16,8 +16,9 @@ import (
 
 // prepareTopics creates every topic the group writes (output, dead letters,
 // table, loop) when missing, like the exactly-once runtime, fails at once on
-// a table or loop topic that does not fit the group, checks that the
-// group and the input may be read, and waits out a broker that is down.
+// inputs of different partition counts or a table or loop topic that does
+// not fit the group, checks that the group and every input may be read, and
+// waits out a broker that is down.
 func prepareTopics(ctx context.Context, cfg Config, sc *sarama.Config, topo *dedup.Topology) error {
 	err := kafkautil.WithAdmin(ctx, cfg.Logger, "prepare topics", cfg.Brokers, sc,
 		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
@@ -37,12 +38,17 @@ func prepareTopics(ctx context.Context, cfg Config, sc *sarama.Config, topo *ded
 			return fmt.Errorf("connect to %v: %w", cfg.Brokers, err)
 		}
 		defer client.Close()
-		return kafkautil.CheckRead(client, topo.Input)
+		for _, input := range topo.Inputs {
+			if err := kafkautil.CheckRead(client, input); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
 func groupTopics(topo *dedup.Topology, brokers []string) kafkautil.GroupTopics {
-	return kafkautil.GroupTopics{Input: topo.Input, Outputs: topo.Outputs, DLQ: topo.DLQ, Table: topo.TableTopic(), Loop: topo.LoopTopic(),
+	return kafkautil.GroupTopics{Inputs: topo.Inputs, Outputs: topo.Outputs, DLQ: topo.DLQ, Table: topo.TableTopic(), Loop: topo.LoopTopic(),
 		Group: topo.Group, Brokers: brokers}
 }
 

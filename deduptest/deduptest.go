@@ -1,5 +1,5 @@
 // Package deduptest runs a dedup topology in memory, for unit tests of a
-// handler: send records to the input, read what the handler wrote, what was
+// handler: send records to the inputs, read what the handler wrote, what was
 // dead-lettered and what the table holds, without a broker. Like Kafka
 // Streams' TopologyTestDriver, it runs the same callback the runtimes run
 // (on goka's in-memory tester), one record at a time and synchronously: when
@@ -12,6 +12,7 @@ package deduptest
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -67,15 +68,26 @@ func New(t testing.TB, topo *dedup.Topology) *Driver {
 // afterwards are stamped with it too.
 func (d *Driver) SetNow(now time.Time) { d.now = now }
 
-// Send writes one record to the input topic and processes it. A nil value
-// is a tombstone.
+// Send writes one record to the first input topic and processes it. A nil
+// value is a tombstone.
 func (d *Driver) Send(key string, value []byte, headers ...dedup.Header) {
 	d.t.Helper()
+	d.SendTo(d.topo.Inputs[0], key, value, headers...)
+}
+
+// SendTo is Send to one of the topology's inputs, for a topology that
+// reads several: the table is shared, so an event sent to one input and
+// then to another is skipped the second time.
+func (d *Driver) SendTo(input, key string, value []byte, headers ...dedup.Header) {
+	d.t.Helper()
+	if !slices.Contains(d.topo.Inputs, input) {
+		d.t.Fatalf("deduptest: %q is not an input of the topology (%v)", input, d.topo.Inputs)
+	}
 	h := goka.Headers{}
 	for _, x := range headers {
 		h[x.Key] = x.Value
 	}
-	d.tt.Consume(d.topo.Input, key, value, tester.WithHeaders(h), tester.WithTime(d.now))
+	d.tt.Consume(input, key, value, tester.WithHeaders(h), tester.WithTime(d.now))
 }
 
 // Output returns the messages written to topic since the last call.

@@ -121,7 +121,7 @@ func dropTopics(t *testing.T, brokers []string, topics ...string) {
 
 func (e *env) topology(group string, obs dedup.Observer) *dedup.Topology {
 	return &dedup.Topology{
-		Group: group, Input: e.input, Outputs: []string{e.output}, DLQ: group + "-dlq",
+		Group: group, Inputs: []string{e.input}, Outputs: []string{e.output}, DLQ: group + "-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour},
 		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward(),
 		Observer: obs, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),

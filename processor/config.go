@@ -1,5 +1,5 @@
 // Package processor is the exactly-once runtime: it runs a dedup topology's
-// goka callback with the seen-ID update, the outputs and the input offset in
+// goka callback with the seen-ID update, the outputs and the input offsets in
 // one Kafka transaction (Kafka Streams' exactly_once_v2, KIP-447).
 //
 // Per consumer-group member ("thread"): a sarama group member reading

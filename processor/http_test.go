@@ -30,7 +30,7 @@ func TestMetricsEndpointNamesTheBuild(t *testing.T) {
 	defer cluster.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	topo := &dedup.Topology{Group: "buildinfo", Input: "orders", Outputs: []string{"orders-deduped"}, DLQ: "buildinfo-dlq",
+	topo := &dedup.Topology{Group: "buildinfo", Inputs: []string{"orders"}, Outputs: []string{"orders-deduped"}, DLQ: "buildinfo-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
 		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward()}
 	reg := prometheus.NewRegistry()

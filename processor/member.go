@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,7 +35,7 @@ type member struct {
 	memberName string // transactional.id and static group instance id
 	tableTopic string // the changelog, named once
 	loopTopic  string // <group>-loop, named once (not per looped event)
-	partitions int32  // of the input and the loop topic (copartitioned)
+	partitions int32  // of the inputs and the loop topic (copartitioned)
 
 	client      sarama.Client // restore reads
 	group       sarama.ConsumerGroup
@@ -97,7 +98,10 @@ type crash struct{ err error }
 
 func (c *crash) Error() string { return "injected crash: " + c.err.Error() }
 
-func (m *member) topics() []string { return []string{m.topo.Input, m.loopTopic} }
+// topics are what the member consumes: every input and the loop topic, all
+// co-partitioned with the table, so a member that claims partition p of one
+// claims it of all (goka's copartitioning strategy) and one store serves them.
+func (m *member) topics() []string { return append(slices.Clone(m.topo.Inputs), m.loopTopic) }
 
 // run joins the group and processes until ctx is done or a fatal error.
 // After an aborted transaction the session is ended and Consume is called

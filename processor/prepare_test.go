@@ -20,7 +20,7 @@ func TestProcessJudgesThePreparedEvent(t *testing.T) {
 	prod := &recordingProducer{in: make(chan *sarama.ProducerMessage, 64)}
 	m := newTestMember(t, prod, all...)
 	record := func(i int) *sarama.ConsumerMessage {
-		return &sarama.ConsumerMessage{Topic: m.topo.Input, Key: []byte("order-0"), Value: benchValue(i),
+		return &sarama.ConsumerMessage{Topic: m.topo.Inputs[0], Key: []byte("order-0"), Value: benchValue(i),
 			Offset: int64(i), Timestamp: time.Now()}
 	}
 	in := prepared(m, record(2))
@@ -37,7 +37,7 @@ func TestProcessJudgesThePreparedEvent(t *testing.T) {
 	if len(outputs) != 1 || !bytes.Equal(outputs[0], benchValue(2)) {
 		t.Fatalf("outputs %q, want the prepared event %q", outputs, benchValue(2))
 	}
-	if got := m.txn.offsets[m.topo.Input][0]; got != 2 {
+	if got := m.txn.offsets[m.topo.Inputs[0]][0]; got != 2 {
 		t.Fatalf("next offset %d, want 2 (the handed-over message's)", got)
 	}
 }

@@ -39,7 +39,7 @@ const benchPartitions = 12
 // partitions, with the stores of the given ones and no Kafka.
 func newTestMember(tb testing.TB, producer sarama.AsyncProducer, partitions ...int32) *member {
 	tb.Helper()
-	topo := &dedup.Topology{Group: "bench", Input: "orders", Outputs: []string{"orders-deduped"}, DLQ: "bench-dlq",
+	topo := &dedup.Topology{Group: "bench", Inputs: []string{"orders"}, Outputs: []string{"orders-deduped"}, DLQ: "bench-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
 		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward(), HandlerRetries: 3,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -102,7 +102,7 @@ func benchValue(i int) []byte {
 // inputMessage is event i as the input topic holds it: keyed by its
 // aggregate, with one header of its own.
 func inputMessage(topo *dedup.Topology, i int) *sarama.ConsumerMessage {
-	return &sarama.ConsumerMessage{Topic: topo.Input, Key: []byte("order-" + strconv.Itoa(i/5)),
+	return &sarama.ConsumerMessage{Topic: topo.Inputs[0], Key: []byte("order-" + strconv.Itoa(i/5)),
 		Value: benchValue(i), Offset: int64(i), Timestamp: time.Now(),
 		Headers: []*sarama.RecordHeader{{Key: []byte("bench-rec"), Value: []byte(strconv.Itoa(i))}}}
 }
@@ -114,7 +114,7 @@ func loopMessage(topo *dedup.Topology, i int) *sarama.ConsumerMessage {
 	return &sarama.ConsumerMessage{Topic: topo.LoopTopic(), Partition: 0, Offset: int64(i),
 		Key: []byte("evt-bench-" + strconv.Itoa(i)), Value: benchValue(i), Timestamp: time.Now(),
 		Headers: []*sarama.RecordHeader{h("bench-rec", strconv.Itoa(i)), h("dedup-src-key", "order-"+strconv.Itoa(i/5)),
-			h("dedup-src-topic", topo.Input), h("dedup-src-partition", "3"), h("dedup-src-offset", strconv.Itoa(i)),
+			h("dedup-src-topic", topo.Inputs[0]), h("dedup-src-partition", "3"), h("dedup-src-offset", strconv.Itoa(i)),
 			h("dedup-src-time", "2026-12-02T18:00:00.123Z")}}
 }
 

@@ -23,12 +23,12 @@ type Processor struct {
 	// members is fixed once New returned: Health and Lookup read it from
 	// HTTP handlers while Run starts and closes them.
 	members    []*member
-	partitions int32 // of the input, the table and the loop
+	partitions int32 // of the inputs, the table and the loop
 	closed     bool  // by close; only New and Run call it, one after the other
 }
 
-// New validates, creates the topics the topology writes (the input must
-// exist) and prepares the members. Nothing is consumed until Run. ctx ends
+// New validates, creates the topics the topology writes (the inputs must
+// exist, with one partition count) and prepares the members. Nothing is consumed until Run. ctx ends
 // the wait for an unreachable cluster (up to kafkautil.StartupTimeout), so a
 // SIGTERM during startup is honoured at once. Errors name Kafka's error
 // codes (kafkautil.Named).
@@ -120,12 +120,13 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	return p, nil
 }
 
-// prepareTopics checks the input and creates the topics the topology writes,
-// returning the input's partition count. A broker that is down, a leader
-// election or a controller that moved is waited out (kafkautil.WithAdmin,
-// up to kafkautil.StartupTimeout); a missing input topic, a rejected
-// topic config or an existing table or loop topic that does not fit the
-// group (kafkautil.ErrTopicMismatch) fails at once.
+// prepareTopics checks the inputs and creates the topics the topology
+// writes, returning the inputs' partition count. A broker that is down, a
+// leader election or a controller that moved is waited out
+// (kafkautil.WithAdmin, up to kafkautil.StartupTimeout); a missing input
+// topic, a rejected topic config, inputs of different partition counts or
+// an existing table or loop topic that does not fit the group
+// (kafkautil.ErrTopicMismatch) fail at once.
 func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int32, error) {
 	sc := baseConfig(cfg, "dedup-admin")
 	// WithAdmin retries and logs each retry; baseConfig's 100 metadata
@@ -136,7 +137,7 @@ func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int3
 	err := kafkautil.WithAdmin(ctx, cfg.Logger, "prepare topics", cfg.Brokers, sc,
 		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
 			var err error
-			parts, err = kafkautil.EnsureGroupTopics(admin, kafkautil.GroupTopics{Input: topo.Input, Outputs: topo.Outputs,
+			parts, err = kafkautil.EnsureGroupTopics(admin, kafkautil.GroupTopics{Inputs: topo.Inputs, Outputs: topo.Outputs,
 				DLQ: topo.DLQ, Table: topo.TableTopic(), Loop: topo.LoopTopic(), Group: topo.Group, Brokers: cfg.Brokers},
 				cfg.Replication)
 			if err != nil {

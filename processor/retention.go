@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -11,14 +12,16 @@ import (
 	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
-// CheckRetention compares the topology's retention with its input topic's
-// retention.ms. A dedup retention shorter than the topic's means a replay of
-// the oldest events still on the topic finds their seen records already
-// expired: they are processed again. It logs a warning, or with strict
-// refuses (the worker's --strict-retention). Reading retention.ms waits out
-// a broker that is down; the comparison itself is configuration and fails
-// at once. It needs DescribeConfigs on the input topic. cfg gives the
-// brokers, security and logger.
+// CheckRetention compares the topology's retention with the retention.ms of
+// each of its input topics. A dedup retention shorter than a topic's means a
+// replay of the oldest events still on that topic finds their seen records
+// already expired: they are processed again. So every input must fit, and
+// the one that keeps its records longest decides; the message names each
+// input that does not fit. It logs a warning, or with strict refuses (the
+// worker's --strict-retention). Reading retention.ms waits out a broker that
+// is down; the comparison itself is configuration and fails at once. It
+// needs DescribeConfigs on the input topics. cfg gives the brokers, security
+// and logger.
 func CheckRetention(ctx context.Context, cfg Config, topo *dedup.Topology, strict bool) error {
 	cfg.setDefaults()
 	log := cfg.Logger
@@ -27,31 +30,57 @@ func CheckRetention(ctx context.Context, cfg Config, topo *dedup.Topology, stric
 	if err := cfg.Security.Apply(c); err != nil {
 		return err
 	}
-	input, retention := topo.Input, topo.Table.Retention
-	var (
-		topicRetention time.Duration
-		infinite       bool
-	)
+	retention := topo.Table.Retention
+	var inputs []topicRetention
 	err := kafkautil.WithAdmin(ctx, log, "retention check", cfg.Brokers, c, kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
-		var err error
-		topicRetention, infinite, err = kafkautil.TopicRetention(admin, input)
-		return err
+		inputs = inputs[:0] // a retried attempt reads every input again
+		for _, input := range topo.Inputs {
+			r, infinite, err := kafkautil.TopicRetention(admin, input)
+			if err != nil {
+				return err
+			}
+			inputs = append(inputs, topicRetention{input, r, infinite})
+		}
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if !infinite && retention >= topicRetention {
+	longer := keptLonger(retention, inputs)
+	if len(longer) == 0 {
 		return nil
 	}
-	shown := "infinite (-1)"
-	if !infinite {
-		shown = topicRetention.String()
+	topics := "input topic"
+	if len(longer) > 1 {
+		topics = "input topics"
 	}
-	msg := fmt.Sprintf("--retention %v is shorter than retention.ms of input topic %q (%s): replayed events older than %v are processed again",
-		retention, input, shown, retention)
+	msg := fmt.Sprintf("--retention %v is shorter than retention.ms of %s %s: replayed events older than %v are processed again",
+		retention, topics, strings.Join(longer, ", "), retention)
 	if strict {
 		return fmt.Errorf("%s (refused by --strict-retention)", msg)
 	}
 	log.Warn(msg)
 	return nil
+}
+
+// topicRetention is a topic's retention.ms.
+type topicRetention struct {
+	topic     string
+	retention time.Duration
+	infinite  bool
+}
+
+// keptLonger names the topics that keep records longer than retention, each
+// with its retention.ms.
+func keptLonger(retention time.Duration, topics []topicRetention) []string {
+	var longer []string
+	for _, t := range topics {
+		switch {
+		case t.infinite:
+			longer = append(longer, fmt.Sprintf("%q (infinite (-1))", t.topic))
+		case retention < t.retention:
+			longer = append(longer, fmt.Sprintf("%q (%s)", t.topic, t.retention))
+		}
+	}
+	return longer
 }

@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -64,7 +65,7 @@ func TestCheckRetentionWaitsOutADeadBroker(t *testing.T) {
 	serveMetadata(t, live, dead.Addr(), 2)
 	warn := newWarnings()
 	cfg := Config{Brokers: []string{live.Addr()}, Logger: slog.New(warn)}
-	topo := &dedup.Topology{Input: "orders", Table: dedup.Table{Retention: time.Hour}}
+	topo := &dedup.Topology{Inputs: []string{"orders"}, Table: dedup.Table{Retention: time.Hour}}
 
 	done := make(chan error, 1)
 	go func() { done <- CheckRetention(context.Background(), cfg, topo, false) }()
@@ -97,13 +98,36 @@ func TestCheckRetentionStrictRefusesAtOnce(t *testing.T) {
 	serveMetadata(t, live, live.Addr(), 1)
 	warn := newWarnings()
 	cfg := Config{Brokers: []string{live.Addr()}, Logger: slog.New(warn)}
-	topo := &dedup.Topology{Input: "orders", Table: dedup.Table{Retention: time.Second}}
+	topo := &dedup.Topology{Inputs: []string{"orders", "orders-retry"}, Table: dedup.Table{Retention: time.Second}}
 
 	err := CheckRetention(context.Background(), cfg, topo, true)
-	if err == nil || !strings.Contains(err.Error(), "refused by --strict-retention") || !strings.Contains(err.Error(), "5s") {
-		t.Fatalf("err = %v, want a refusal naming the topic's 5s", err)
+	want := `--retention 1s is shorter than retention.ms of input topics "orders" (5s), "orders-retry" (5s)`
+	if err == nil || !strings.Contains(err.Error(), "refused by --strict-retention") || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want a refusal saying %q", err, want)
 	}
 	if got := warn.list(); len(got) != 0 {
 		t.Errorf("warnings %q, want none", got)
+	}
+}
+
+// Every input must fit the retention: the message names each that keeps
+// its records longer, with its retention.ms, and no other.
+func TestKeptLonger(t *testing.T) {
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		name   string
+		topics []topicRetention
+		want   []string
+	}{
+		{"all shorter or equal", []topicRetention{{"a", time.Hour, false}, {"b", day, false}}, nil},
+		{"one longer", []topicRetention{{"a", time.Hour, false}, {"b", 7 * day, false}}, []string{`"b" (168h0m0s)`}},
+		{"infinite", []topicRetention{{"a", 0, true}, {"b", time.Hour, false}}, []string{`"a" (infinite (-1))`}},
+		{"both", []topicRetention{{"a", 0, true}, {"b", 2 * day, false}}, []string{`"a" (infinite (-1))`, `"b" (48h0m0s)`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := keptLonger(day, tc.topics); !slices.Equal(got, tc.want) {
+				t.Fatalf("keptLonger = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -105,7 +105,7 @@ func (c *cluster) created() []string {
 }
 
 func testTopology() *dedup.Topology {
-	return &dedup.Topology{Group: "g", Input: "orders", Outputs: []string{"out"}, DLQ: "g-dlq"}
+	return &dedup.Topology{Group: "g", Inputs: []string{"orders"}, Outputs: []string{"out"}, DLQ: "g-dlq"}
 }
 
 // A broker killed moments before the worker starts is still in the metadata
@@ -210,7 +210,7 @@ func TestPrepareTopicsFailsAtOnceWithoutInput(t *testing.T) {
 // timeout is refused before anything connects.
 func TestNewRefusesARetryBudgetPastTheTransactionTimeout(t *testing.T) {
 	topo := testTopology()
-	topo.Input, topo.Handler, topo.HandlerRetries, topo.RetryBackoff = "orders", dedup.Forward(), 4, time.Second
+	topo.Handler, topo.HandlerRetries, topo.RetryBackoff = dedup.Forward(), 4, time.Second
 	topo.Table = dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}
 	topo.IDSource = codecs.DefaultIDSource()
 	_, err := New(context.Background(), Config{Brokers: []string{"127.0.0.1:1"}, StateDir: t.TempDir()}, topo)

@@ -16,7 +16,7 @@ import (
 // the forward handler (output = input event), 3 handler retries.
 func Topology(cfg Config) *dedup.Topology {
 	return &dedup.Topology{
-		Group: cfg.Group, Input: cfg.Input, Outputs: []string{cfg.Output}, DLQ: cfg.Group + "-dlq",
+		Group: cfg.Group, Inputs: []string{cfg.Input}, Outputs: []string{cfg.Output}, DLQ: cfg.Group + "-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
 		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward(),
 		HandlerRetries: 3, RetryBackoff: 100 * time.Millisecond,

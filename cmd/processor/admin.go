@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -36,7 +38,7 @@ func newAdminFlags(name string) *adminFlags {
 	a.fs.Func("brokers", "comma-separated Kafka bootstrap brokers", func(s string) error { a.brokers = splitList(s); return nil })
 	securityFlags(a.fs, &a.security)
 	a.fs.StringVar(&a.group, "group", "", "consumer group (required)")
-	a.fs.StringVar(&a.input, "input", "", "input topic")
+	a.fs.StringVar(&a.input, "input", "", "the group's input topics, comma-separated (reset-offsets moves the group on each)")
 	a.fs.StringVar(&a.stateDir, "state-dir", "./state", "the worker's state directory")
 	return a
 }
@@ -96,7 +98,9 @@ func (a *adminFlags) connect() (sarama.Client, sarama.ClusterAdmin, error) {
 	return client, admin, nil
 }
 
-// runResetOffsets moves the group's input offsets for a replay.
+// runResetOffsets moves the group's offsets on each of its inputs for a
+// replay. Every input takes the same target, so a replay of a group that
+// reads several re-reads all of them; an input left out is named.
 func runResetOffsets(args []string, out io.Writer) error {
 	a := newAdminFlags("processor reset-offsets")
 	to := a.fs.String("to", "", "earliest | latest | datetime=<RFC 3339> | offset=<n> (required)")
@@ -107,6 +111,10 @@ func runResetOffsets(args []string, out io.Writer) error {
 	if len(a.args) > 0 {
 		return fmt.Errorf("unexpected arguments %q", a.args)
 	}
+	inputs, err := a.inputs()
+	if err != nil {
+		return err
+	}
 	target, err := groupadmin.ParseTarget(*to)
 	if err != nil {
 		return fmt.Errorf("--to: %w", err)
@@ -116,60 +124,125 @@ func runResetOffsets(args []string, out io.Writer) error {
 		return err
 	}
 	defer admin.Close()
-	moves, err := groupadmin.Plan(client, admin, a.group, a.input, target)
+	plans, err := planMoves(client, admin, a.group, inputs, target)
 	if err != nil {
 		return err
 	}
+	names := strings.Join(inputs, ", ")
 	// A refusal comes first, and a table of offsets that were not applied
 	// says so on its header line and in its column: it must never read as
 	// a reset that ran.
 	active := groupadmin.CheckInactive(admin, a.group)
 	if *dryRun {
-		fmt.Fprintf(out, "dry run: nothing changed; group %s, offsets on %s NOT APPLIED:\n", a.group, a.input)
-		printMoves(out, a.input, moves, false)
+		fmt.Fprintf(out, "dry run: nothing changed; group %s, offsets on %s NOT APPLIED:\n", a.group, names)
+		printMoves(out, plans, false)
 		if active != nil {
 			fmt.Fprintf(out, "a reset now would be refused: %v\n", active)
 		}
-		return nil
+		return noteOtherTopics(out, admin, a.group, inputs)
 	}
 	if active != nil {
-		fmt.Fprintf(out, "refused: %v\nnothing changed; group %s, offsets on %s NOT APPLIED:\n", active, a.group, a.input)
-		printMoves(out, a.input, moves, false)
+		fmt.Fprintf(out, "refused: %v\nnothing changed; group %s, offsets on %s NOT APPLIED:\n", active, a.group, names)
+		printMoves(out, plans, false)
 		return active
 	}
-	if err := groupadmin.Apply(client, a.group, a.input, moves); err != nil {
-		return err
+	for _, pl := range plans {
+		if err := groupadmin.Apply(client, a.group, pl.topic, pl.moves); err != nil {
+			return fmt.Errorf("%s: %w", pl.topic, err)
+		}
 	}
-	after, err := groupadmin.Plan(client, admin, a.group, a.input, target)
+	after, err := planMoves(client, admin, a.group, inputs, target)
 	if err != nil {
 		return err
 	}
-	for i, mv := range after {
-		if mv.Current != moves[i].New {
-			return fmt.Errorf("partition %d: committed offset is %d after the reset, want %d", mv.Partition, mv.Current, moves[i].New)
+	for i, pl := range after {
+		for j, mv := range pl.moves {
+			if want := plans[i].moves[j].New; mv.Current != want {
+				return fmt.Errorf("%s partition %d: committed offset is %d after the reset, want %d", pl.topic, mv.Partition, mv.Current, want)
+			}
 		}
 	}
-	fmt.Fprintf(out, "group %s moved on %s, applied:\n", a.group, a.input)
-	printMoves(out, a.input, moves, true)
+	fmt.Fprintf(out, "group %s moved on %s, applied:\n", a.group, names)
+	printMoves(out, plans, true)
 	fmt.Fprintln(out, "already processed events will be skipped by the table")
+	return noteOtherTopics(out, admin, a.group, inputs)
+}
+
+// inputs is --input as a list of topics, refused with an empty element or
+// a topic named twice, as `processor run` refuses them.
+func (a *adminFlags) inputs() ([]string, error) {
+	inputs := splitInputs(a.input)
+	if len(inputs) == 0 {
+		return nil, fmt.Errorf("--input: required (or %s)", envName("input"))
+	}
+	for i, in := range inputs {
+		if in == "" {
+			return nil, fmt.Errorf("--input: %q names an empty topic", a.input)
+		}
+		if slices.Contains(inputs[:i], in) {
+			return nil, fmt.Errorf("--input: %q is named twice", in)
+		}
+	}
+	return inputs, nil
+}
+
+// topicMoves are the planned moves on one input.
+type topicMoves struct {
+	topic string
+	moves []groupadmin.Move
+}
+
+func planMoves(client sarama.Client, admin sarama.ClusterAdmin, group string, inputs []string, to groupadmin.Target) ([]topicMoves, error) {
+	plans := make([]topicMoves, 0, len(inputs))
+	for _, in := range inputs {
+		moves, err := groupadmin.Plan(client, admin, group, in, to)
+		if err != nil {
+			return nil, err
+		}
+		plans = append(plans, topicMoves{in, moves})
+	}
+	return plans, nil
+}
+
+// noteOtherTopics names the topics, other than the inputs and the group's
+// loop topic, on which the group has committed offsets: most likely an
+// input of the worker that --input left out, which the replay does not
+// re-read.
+func noteOtherTopics(out io.Writer, admin sarama.ClusterAdmin, group string, inputs []string) error {
+	committed, err := groupadmin.CommittedTopics(admin, group)
+	if err != nil {
+		return err
+	}
+	var others []string
+	for _, topic := range committed {
+		if !slices.Contains(inputs, topic) && topic != group+"-loop" {
+			others = append(others, topic)
+		}
+	}
+	if len(others) > 0 {
+		fmt.Fprintf(out, "note: group %s also has committed offsets on %s, not in --input: left where they are\n",
+			group, strings.Join(others, ", "))
+	}
 	return nil
 }
 
 // printMoves prints the offsets table; its NEW column says whether the
 // offsets were applied.
-func printMoves(out io.Writer, topic string, moves []groupadmin.Move, applied bool) {
+func printMoves(out io.Writer, plans []topicMoves, applied bool) {
 	newCol := "NEW (NOT APPLIED)"
 	if applied {
 		newCol = "NEW (APPLIED)"
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "TOPIC\tPARTITION\tCURRENT\t%s\n", newCol)
-	for _, mv := range moves {
-		cur := fmt.Sprint(mv.Current)
-		if mv.Current < 0 {
-			cur = "-"
+	for _, pl := range plans {
+		for _, mv := range pl.moves {
+			cur := fmt.Sprint(mv.Current)
+			if mv.Current < 0 {
+				cur = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", pl.topic, mv.Partition, cur, mv.New)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", topic, mv.Partition, cur, mv.New)
 	}
 	tw.Flush()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,7 +30,7 @@ type Config struct {
 	Brokers         []string
 	Security        security.Config
 	Group           string
-	Input           string
+	Inputs          []string
 	Output          string
 	DLQ             string
 	KeyType         string
@@ -69,14 +70,17 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	})
 	securityFlags(fs, &cfg.Security)
 	fs.StringVar(&cfg.Group, "group", "", "consumer group; also names the dedup table <group>-table (required)")
-	fs.StringVar(&cfg.Input, "input", "", "input topic (required; must exist)")
+	fs.Func("input", "comma-separated input topics (required; must exist, all with one partition count); an event on two of them is processed once", func(s string) error {
+		cfg.Inputs = splitInputs(s)
+		return nil
+	})
 	fs.StringVar(&cfg.Output, "output", "", "output topic (required; created if missing)")
 	fs.StringVar(&cfg.DLQ, "dlq", "", "dead-letter topic (default <group>-dlq; created if missing)")
 	fs.StringVar(&cfg.KeyType, "key-type", string(dedup.KeyEventID), "dedup key: event-id or aggregate-id (once per aggregate within the retention)")
 	fs.StringVar(&cfg.IDField, "id-field", "eventId", "JSON field holding the event ID; a dotted path (meta.eventId) reads nested objects")
 	fs.StringVar(&cfg.IDHeader, "id-header", "", "take the event ID from this header instead of the body (CloudEvents binary mode: ce_id)")
 	fs.StringVar(&cfg.IDSourceHeader, "id-source-header", "", "header that makes the header ID unique (default ce_source when --id-header=ce_id)")
-	fs.DurationVar(&cfg.Retention, "retention", dedup.DefaultRetention, "how long a seen ID is remembered; keep it longer than the input topic's retention")
+	fs.DurationVar(&cfg.Retention, "retention", dedup.DefaultRetention, "how long a seen ID is remembered; keep it longer than the input topics' retention")
 	fs.StringVar(&cfg.StateDir, "state-dir", "./state", "directory for the local LevelDB tables (rebuilt from Kafka if lost)")
 	fs.StringVar(&cfg.InstanceID, "instance-id", "", "this instance's identity in transactional IDs and static group membership; stable across restarts (a StatefulSet's pod name). Empty: an ID generated once and kept in --state-dir, so a lost state dir makes a new identity. exactly-once only")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8080", "address for /metrics, /healthz and /readyz; empty disables")
@@ -90,8 +94,8 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.DurationVar(&cfg.LiveStallAfter, "live-stall-after", 0, "/healthz answers 503 once consumed records have waited this long for their commit, for the orchestrator to restart the worker (exactly-once; 0: 5m, or twice the ready bound when longer)")
 	fs.Float64Var(&cfg.MemLimitRatio, "memory-limit-ratio", 0.9, "soft memory limit for the Go runtime as a share of the container's (cgroup) memory limit, so the GC works harder before the kernel kills; 0 disables; GOMEMLIMIT wins when set")
 	fs.StringVar(&cfg.StaleEvents, "stale-events", string(dedup.StaleProcess), "unseen events older than --retention: process, skip or dead-letter")
-	fs.StringVar(&cfg.Rekey, "rekey", string(dedup.RekeyAlways), "always: loop events whose record key is not their dedup key to that key's partition; never: judge them in their own partition (only when every copy of an event has the same record key; exactly-once only)")
-	fs.BoolVar(&cfg.StrictRetention, "strict-retention", false, "refuse to start when --retention is shorter than the input topic's retention.ms")
+	fs.StringVar(&cfg.Rekey, "rekey", string(dedup.RekeyAlways), "always: loop events whose record key is not their dedup key to that key's partition; never: judge them in their own partition (only when every copy of an event has the same record key and, with several inputs, every input's producers partition alike; exactly-once only)")
+	fs.BoolVar(&cfg.StrictRetention, "strict-retention", false, "refuse to start when --retention is shorter than an input topic's retention.ms")
 	fs.StringVar(&cfg.Handler, "handler", "forward", "business handler: forward (dedup bridge) or settlements (example)")
 	fs.IntVar(&cfg.HandlerRetries, "handler-retries", dedup.DefaultHandlerRetries, "retries of a failing handler before the event is dead-lettered")
 	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", dedup.DefaultRetryBackoff, "pause before the first handler retry, doubled each time")
@@ -154,14 +158,12 @@ func (cfg *Config) Validate() error {
 			bad("brokers", "%q has no port, want host:port", b)
 		}
 	}
-	for _, req := range []struct{ flag, v string }{{"group", cfg.Group}, {"input", cfg.Input}, {"output", cfg.Output}} {
+	for _, req := range []struct{ flag, v string }{{"group", cfg.Group}, {"input", strings.Join(cfg.Inputs, ",")}, {"output", cfg.Output}} {
 		if req.v == "" {
 			bad(req.flag, "required (or %s)", envName(req.flag))
 		}
 	}
-	if cfg.Input != "" && (cfg.Input == cfg.Output || cfg.Input == cfg.DLQ) {
-		bad("input", "%q is also the output or dead-letter topic; events would loop forever", cfg.Input)
-	}
+	cfg.validateInputs(bad)
 	if cfg.Group != "" && (cfg.Output == cfg.Group+"-table" || cfg.DLQ == cfg.Group+"-table") {
 		bad("output", "%q is the dedup table's changelog topic", cfg.Group+"-table")
 	}
@@ -261,6 +263,25 @@ func (cfg *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// validateInputs checks each topic of --input. An empty element (a stray
+// comma) or a topic named twice is a typo, refused rather than guessed at.
+func (cfg *Config) validateInputs(bad func(flag, format string, args ...any)) {
+	if slices.Contains(cfg.Inputs, "") {
+		bad("input", "%q names an empty topic", strings.Join(cfg.Inputs, ","))
+	}
+	for i, in := range cfg.Inputs {
+		switch {
+		case in == "":
+		case slices.Contains(cfg.Inputs[:i], in):
+			bad("input", "%q is named twice", in)
+		case in == cfg.Output || in == cfg.DLQ:
+			bad("input", "%q is also the output or dead-letter topic; events would loop forever", in)
+		case cfg.Group != "" && (in == cfg.Group+"-table" || in == cfg.Group+"-loop"):
+			bad("input", "%q is the group's own table or loop topic", in)
+		}
+	}
+}
+
 // validateHealth checks the health bounds (processor.Config's rules, with
 // the flags named).
 func (cfg *Config) validateHealth(bad func(flag, format string, args ...any)) {
@@ -307,7 +328,7 @@ func (cfg *Config) Topology() (*dedup.Topology, error) {
 		id = dedup.HeaderID(cfg.IDHeader, cfg.IDSourceHeader)
 	}
 	return dedup.Define(cfg.Group,
-		dedup.Input(cfg.Input), dedup.Output(cfg.Output), dedup.DeadLetter(cfg.DLQ),
+		dedup.Input(cfg.Inputs...), dedup.Output(cfg.Output), dedup.DeadLetter(cfg.DLQ),
 		dedup.EventID(id), dedup.KeyBy(dedup.KeyType(cfg.KeyType)), dedup.Retention(cfg.Retention),
 		dedup.Handle(h), dedup.Retries(cfg.HandlerRetries, cfg.RetryBackoff),
 		dedup.StaleEvents(dedup.StalePolicy(cfg.StaleEvents)), dedup.Rekey(dedup.RekeyPolicy(cfg.Rekey)))
@@ -337,6 +358,19 @@ func newLogger(cfg *Config, w *os.File) *slog.Logger {
 		return kafkautil.NamingLogger(slog.New(slog.NewJSONHandler(w, opts)))
 	}
 	return kafkautil.NamingLogger(slog.New(slog.NewTextHandler(w, opts)))
+}
+
+// splitInputs splits a comma-separated list of topics, keeping empty
+// elements for Validate to refuse; an empty string is no topic at all.
+func splitInputs(s string) []string {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	parts := strings.Split(s, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts
 }
 
 func splitList(s string) []string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,40 @@ func TestParseConfigDefaultsAndEnv(t *testing.T) {
 	}
 }
 
+// --input takes several topics, from the flag or the environment, the
+// flag winning; Topology reads them all.
+func TestParseConfigInputs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{"one", required, nil, []string{"in"}},
+		{"a list", append(required, "--input", "orders, orders-retry"), nil, []string{"orders", "orders-retry"}},
+		{"from the environment", []string{"--brokers", "a:1", "--group", "g", "--output", "o"},
+			map[string]string{"PROCESSOR_INPUT": "eu.orders,us.orders"}, []string{"eu.orders", "us.orders"}},
+		{"the flag wins", required, map[string]string{"PROCESSOR_INPUT": "eu.orders,us.orders"}, []string{"in"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := parseConfig("t", tc.args, envMap(tc.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(cfg.Inputs, tc.want) {
+				t.Fatalf("inputs %q, want %q", cfg.Inputs, tc.want)
+			}
+			top, err := cfg.Topology()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(top.Inputs, tc.want) {
+				t.Fatalf("topology inputs %q, want %q", top.Inputs, tc.want)
+			}
+		})
+	}
+}
+
 func TestParseConfigNamesTheBadFlag(t *testing.T) {
 	tests := []struct {
 		name string
@@ -66,6 +101,16 @@ func TestParseConfigNamesTheBadFlag(t *testing.T) {
 		{"retries past the transaction timeout", append(required, "--handler-retries", "10", "--retry-backoff", "1s"), nil, "--handler-retries: 10 retries from a 1s backoff"},
 		{"output is input", []string{"--brokers", "a:1", "--group", "g", "--input", "x", "--output", "x"}, nil, "--input:"},
 		{"output is table", []string{"--brokers", "a:1", "--group", "g", "--input", "x", "--output", "g-table"}, nil, "--output:"},
+		{"output among the inputs", []string{"--brokers", "a:1", "--group", "g", "--input", "x,y", "--output", "y"}, nil,
+			`--input: "y" is also the output`},
+		{"dead-letter topic among the inputs", append(required, "--input", "x,g-dlq"), nil, `--input: "g-dlq" is also the output or dead-letter topic`},
+		{"empty input element", append(required, "--input", "x,,y"), nil, `--input: "x,,y" names an empty topic`},
+		{"trailing comma", append(required, "--input", "x,"), nil, `--input: "x," names an empty topic`},
+		{"empty input from env", []string{"--brokers", "a:1", "--group", "g", "--output", "o"}, map[string]string{"PROCESSOR_INPUT": "x, ,y"},
+			`--input: "x,,y" names an empty topic`},
+		{"input named twice", append(required, "--input", "x, y,x"), nil, `--input: "x" is named twice`},
+		{"input is the loop topic", append(required, "--input", "x,g-loop"), nil, `--input: "g-loop" is the group's own table or loop topic`},
+		{"only commas", []string{"--brokers", "a:1", "--group", "g", "--input", " ", "--output", "o"}, nil, "--input: required"},
 		{"bad replication", append(required, "--replication-factor", "0"), nil, "--replication-factor:"},
 		{"bad env duration", required, map[string]string{"PROCESSOR_RETENTION": "forever"}, "PROCESSOR_RETENTION (for --retention)"},
 		{"bad stale policy", append(required, "--stale-events", "drop"), nil, "--stale-events:"},

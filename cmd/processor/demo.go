@@ -104,7 +104,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	defer os.RemoveAll(stateDir)
 	obs := &demoObserver{}
 	topo := &dedup.Topology{
-		Group: "demo", Input: "orders", Outputs: []string{"orders-deduped"}, DLQ: "demo-dlq",
+		Group: "demo", Inputs: []string{"orders"}, Outputs: []string{"orders-deduped"}, DLQ: "demo-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
 		IDSource: codecs.DefaultIDSource(), Handler: h, Observer: obs, Logger: log,
 	}
@@ -128,7 +128,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	go func() { done <- runner.Run(runCtx) }()
 	// Done when the input and then the loop topic (events keyed by order are
 	// re-keyed by event ID through it) are committed to their ends.
-	waitErr := kafkatest.WaitCommitted(ctx, brokers, topo.Group, topo.Input)
+	waitErr := kafkatest.WaitCommitted(ctx, brokers, topo.Group, topo.Inputs[0])
 	if waitErr == nil {
 		waitErr = kafkatest.WaitCommitted(ctx, brokers, topo.Group, topo.LoopTopic())
 	}

@@ -91,7 +91,7 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 			return fmt.Errorf("--http-addr: %w", err)
 		}
 	}
-	log.Info("worker starting", "guarantee", cfg.Guarantee, "group", cfg.Group, "input", cfg.Input,
+	log.Info("worker starting", "guarantee", cfg.Guarantee, "group", cfg.Group, "inputs", cfg.Inputs,
 		"output", cfg.Output, "dlq", cfg.DLQ, "keyType", cfg.KeyType, "retention", cfg.Retention)
 	runErr := w.Run(ctx)
 	cancel()

@@ -159,7 +159,7 @@ func demo(ctx context.Context, cfg config, top *dedup.Topology, out io.Writer) e
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- p.Run(runCtx) }()
-	waitErr := b.WaitCommitted(ctx, top.Group, top.Input, top.LoopTopic())
+	waitErr := b.WaitCommitted(ctx, top.Group, cfg.input, top.LoopTopic())
 	stop()
 	if err := errors.Join(waitErr, <-done); err != nil {
 		return err

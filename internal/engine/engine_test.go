@@ -50,7 +50,7 @@ func newFixture(t *testing.T, handler dedup.Handler, mutate func(*dedup.Topology
 	t.Helper()
 	f := &fixture{tt: tester.New(t), obs: &countingObserver{}, now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
 	f.topo = &dedup.Topology{
-		Group: "settlement", Input: "orders", Outputs: []string{"settlements"}, DLQ: "orders-dlq",
+		Group: "settlement", Inputs: []string{"orders"}, Outputs: []string{"settlements"}, DLQ: "orders-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: 24 * time.Hour},
 		IDSource: codecs.DefaultIDSource(), Handler: handler,
 		HandlerRetries: 2, RetryBackoff: time.Microsecond,
@@ -230,7 +230,7 @@ func TestTopologyHandlerErrorLeavesEventUnmarked(t *testing.T) {
 
 func TestTopologyValidate(t *testing.T) {
 	good := func() *dedup.Topology {
-		return &dedup.Topology{Group: "g", Input: "in", Outputs: []string{"out"}, DLQ: "dlq", Handler: dedup.Forward(),
+		return &dedup.Topology{Group: "g", Inputs: []string{"in"}, Outputs: []string{"out"}, DLQ: "dlq", Handler: dedup.Forward(),
 			Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: codecs.DefaultIDSource()}
 	}
 	tests := []struct {

@@ -19,10 +19,10 @@ func FuzzPrepare(f *testing.F) {
 	f.Add([]byte(nil), "k", "dedup-src-time", []byte("not a time"), true)
 	f.Add([]byte("\xff\xfe"), "k", "ce_id", []byte("id"), false)
 	defs := []*dedup.Topology{
-		{Group: "g", Input: "in", Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: codecs.DefaultIDSource()},
-		{Group: "g", Input: "in", Table: dedup.Table{KeyType: dedup.KeyAggregateID, Retention: time.Hour}, IDSource: codecs.IDSource{Field: "meta.eventId"}},
-		{Group: "g", Input: "in", Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: codecs.CloudEventsIDSource()},
-		{Group: "g", Input: "in", Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: codecs.IDSource{Key: true}},
+		{Group: "g", Inputs: []string{"in"}, Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: codecs.DefaultIDSource()},
+		{Group: "g", Inputs: []string{"in"}, Table: dedup.Table{KeyType: dedup.KeyAggregateID, Retention: time.Hour}, IDSource: codecs.IDSource{Field: "meta.eventId"}},
+		{Group: "g", Inputs: []string{"in"}, Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: codecs.CloudEventsIDSource()},
+		{Group: "g", Inputs: []string{"in"}, Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: codecs.IDSource{Key: true}},
 	}
 	f.Fuzz(func(t *testing.T, value []byte, key, hkey string, hvalue []byte, loop bool) {
 		topic := "in"

@@ -11,16 +11,21 @@ import (
 	"github.com/dedupkit/dedup/codecs"
 )
 
-// Graph builds the goka group graph. The input and loop codecs pass bytes
+// Graph builds the goka group graph: one input edge per input topic, all
+// judged against the one group table. The input and loop codecs pass bytes
 // through: decoding happens in the callback, where a bad record can be
 // dead-lettered instead of stopping the processor.
 func Graph(t *dedup.Topology) *goka.GroupGraph {
-	edges := []goka.Edge{
-		goka.Input(goka.Stream(t.Input), codecs.Bytes{}, func(ctx goka.Context, msg any) { Process(t, ctx, msg) }),
-		goka.Loop(codecs.Bytes{}, func(ctx goka.Context, msg any) { Process(t, ctx, msg) }),
+	process := func(ctx goka.Context, msg any) { Process(t, ctx, msg) }
+	var edges []goka.Edge
+	for _, in := range t.Inputs {
+		edges = append(edges, goka.Input(goka.Stream(in), codecs.Bytes{}, process))
+	}
+	edges = append(edges,
+		goka.Loop(codecs.Bytes{}, process),
 		goka.Persist(codecs.Seen{}),
 		goka.Output(goka.Stream(t.DLQ), codecs.Bytes{}),
-	}
+	)
 	for _, o := range t.Outputs {
 		if o != t.DLQ {
 			edges = append(edges, goka.Output(goka.Stream(o), codecs.Bytes{}))

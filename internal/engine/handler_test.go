@@ -129,7 +129,7 @@ func TestHandlerSeesTheRecord(t *testing.T) {
 // the event: under goka's runtime the callback fails, so goka commits no
 // offset for it.
 func TestHandlerInterruptedIsNotDeadLettered(t *testing.T) {
-	topo := &dedup.Topology{Group: "g", Input: "in", Outputs: []string{"out"}, DLQ: "dlq", HandlerRetries: 3, RetryBackoff: time.Hour,
+	topo := &dedup.Topology{Group: "g", Inputs: []string{"in"}, Outputs: []string{"out"}, DLQ: "dlq", HandlerRetries: 3, RetryBackoff: time.Hour,
 		Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: codecs.DefaultIDSource()}
 	tests := []struct {
 		name    string

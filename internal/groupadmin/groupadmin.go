@@ -114,6 +114,29 @@ func Plan(client sarama.Client, admin sarama.ClusterAdmin, group, topic string, 
 	return moves, nil
 }
 
+// CommittedTopics lists, sorted, the topics on which group has committed
+// offsets.
+func CommittedTopics(admin sarama.ClusterAdmin, group string) ([]string, error) {
+	resp, err := admin.ListConsumerGroupOffsets(group, nil) // nil: every topic
+	if err != nil {
+		return nil, fmt.Errorf("offsets of group %s: %w", group, err)
+	}
+	if resp.Err != sarama.ErrNoError {
+		return nil, fmt.Errorf("offsets of group %s: %w", group, resp.Err)
+	}
+	var topics []string
+	for topic, parts := range resp.Blocks {
+		for _, b := range parts {
+			if b.Offset >= 0 {
+				topics = append(topics, topic)
+				break
+			}
+		}
+	}
+	slices.Sort(topics)
+	return topics, nil
+}
+
 // Apply commits the planned offsets for group, which must be inactive.
 func Apply(client sarama.Client, group, topic string, moves []Move) error {
 	om, err := sarama.NewOffsetManagerFromClient(group, client)

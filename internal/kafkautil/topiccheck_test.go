@@ -67,7 +67,7 @@ func (a *topicsAdmin) DescribeConfigs(rs []*sarama.ConfigResource, _ sarama.Desc
 	return out, nil
 }
 
-var testGroupTopics = GroupTopics{Input: "in", Outputs: []string{"out"}, DLQ: "g-dlq", Table: "g-table", Loop: "g-loop",
+var testGroupTopics = GroupTopics{Inputs: []string{"in"}, Outputs: []string{"out"}, DLQ: "g-dlq", Table: "g-table", Loop: "g-loop",
 	Group: "g", Brokers: []string{"k1:9092", "k2:9092"}}
 
 func TestEnsureGroupTopicsChecksExistingTopics(t *testing.T) {
@@ -166,4 +166,66 @@ func TestEnsureGroupTopicsOtherFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The inputs of a group share its table and loop topics, so they must have
+// one partition count; a mismatch names every input with its count and
+// creates nothing.
+func TestEnsureGroupTopicsWithSeveralInputs(t *testing.T) {
+	two := testGroupTopics
+	two.Inputs = []string{"in", "in-retry"}
+	for _, tc := range []struct {
+		name       string
+		partitions map[string]int32
+		want       []string // in the error, in order; none: it succeeds with 3
+	}{
+		{"one count", map[string]int32{"in": 3, "in-retry": 3}, nil},
+		{"different counts", map[string]int32{"in": 3, "in-retry": 2}, []string{
+			"existing topic does not fit the group: the inputs of group g have different partition counts (in has 3, in-retry has 2)",
+			"co-partitioned with every input",
+			"`kafka-topics.sh --bootstrap-server k1:9092,k2:9092 --alter --topic in-retry --partitions 3`"}},
+		{"table with more partitions than the inputs", map[string]int32{"in": 3, "in-retry": 3, "g-table": 4}, []string{
+			"topic g-table has 4 partitions, want 3 (the inputs in, in-retry have 3)",
+			"if the inputs are to have 4 partitions, raise them to that: " +
+				"`kafka-topics.sh --bootstrap-server k1:9092,k2:9092 --alter --topic in --partitions 4` and " +
+				"`kafka-topics.sh --bootstrap-server k1:9092,k2:9092 --alter --topic in-retry --partitions 4`"}},
+		{"loop with another count", map[string]int32{"in": 3, "in-retry": 3, "g-loop": 2}, []string{
+			"topic g-loop has 2 partitions, want 3 (the inputs in, in-retry have 3)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &topicsAdmin{partitions: tc.partitions, policy: map[string]string{"g-table": "compact"}}
+			parts, err := EnsureGroupTopics(a, two, -1)
+			if tc.want == nil {
+				if err != nil || parts != 3 {
+					t.Fatalf("got %d partitions, err %v; want 3", parts, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrTopicMismatch) || Transient(err) {
+				t.Fatalf("err %v: want ErrTopicMismatch, not transient", err)
+			}
+			rest := err.Error()
+			for _, w := range tc.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("error does not say %q (in order):\n%v", w, err)
+				}
+				rest = rest[i+len(w):]
+			}
+			if _, ok := tc.partitions["g-table"]; !ok && len(a.created) != 0 {
+				t.Errorf("created %v for inputs that do not fit", a.created)
+			}
+			t.Logf("%v", err)
+		})
+	}
+	t.Run("a missing input is named", func(t *testing.T) {
+		a := &topicsAdmin{partitions: map[string]int32{"in": 3}}
+		_, err := ensureTopics(a, two, -1, 0)
+		if !errors.Is(err, ErrNoInputTopic) || !strings.Contains(err.Error(), `"in-retry"`) {
+			t.Fatalf("err %v, want ErrNoInputTopic naming in-retry", err)
+		}
+		if len(a.created) != 0 {
+			t.Errorf("created %v without every input", a.created)
+		}
+	})
 }

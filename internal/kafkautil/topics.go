@@ -26,31 +26,41 @@ var SaramaVersion = sarama.V2_8_0_0
 // with "input topic does not exist".
 const InputTopicGrace = 5 * time.Second
 
-// EnsureTopics checks that input exists and creates each of the others that
-// is missing with the input's partition count and the broker's default
-// replication factor when replication is -1.
-func EnsureTopics(admin sarama.ClusterAdmin, input string, replication int16, others ...string) (partitions int32, err error) {
-	return ensureTopics(admin, input, replication, InputTopicGrace, others...)
+// EnsureTopics checks that every input of t exists and that all have one
+// partition count, and creates the dead-letter and output topics that are
+// missing with that count and the broker's default replication factor when
+// replication is -1.
+func EnsureTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int16) (partitions int32, err error) {
+	return ensureTopics(admin, t, replication, InputTopicGrace)
 }
 
-func ensureTopics(admin sarama.ClusterAdmin, input string, replication int16, grace time.Duration, others ...string) (partitions int32, err error) {
+func ensureTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int16, grace time.Duration) (partitions int32, err error) {
+	if len(t.Inputs) == 0 {
+		return 0, errors.New("no input topic")
+	}
 	deadline := time.Now().Add(grace)
-	for {
-		partitions, err = describeInput(admin, input)
-		if !errors.Is(err, ErrNoInputTopic) || !time.Now().Before(deadline) {
-			break
+	counts := make([]int32, len(t.Inputs))
+	for i, input := range t.Inputs {
+		for {
+			counts[i], err = describeInput(admin, input)
+			if !errors.Is(err, ErrNoInputTopic) || !time.Now().Before(deadline) {
+				break
+			}
+			time.Sleep(min(250*time.Millisecond, time.Until(deadline))) // metadata reaching the other brokers
 		}
-		time.Sleep(min(250*time.Millisecond, time.Until(deadline))) // metadata reaching the other brokers
-	}
-	if err != nil {
-		return 0, err
-	}
-	for _, t := range others {
-		if err := CreateTopic(admin, t, partitions, replication, nil); err != nil {
+		if err != nil {
 			return 0, err
 		}
 	}
-	return partitions, nil
+	if err := checkInputsCopartitioned(t, counts); err != nil {
+		return 0, err
+	}
+	for _, topic := range append([]string{t.DLQ}, t.Outputs...) {
+		if err := CreateTopic(admin, topic, counts[0], replication, nil); err != nil {
+			return 0, err
+		}
+	}
+	return counts[0], nil
 }
 
 // describeInput returns the input's partition count, ErrNoInputTopic when
@@ -72,21 +82,23 @@ func describeInput(admin sarama.ClusterAdmin, input string) (int32, error) {
 // GroupTopics names the topics of one dedup consumer group, and the group
 // and brokers that the fix commands of a mismatch error name.
 type GroupTopics struct {
-	Input, DLQ, Table, Loop string
-	Outputs                 []string
-	Group                   string
-	Brokers                 []string
+	Inputs           []string
+	DLQ, Table, Loop string
+	Outputs          []string
+	Group            string
+	Brokers          []string
 }
 
-// EnsureGroupTopics checks the input and creates, when missing, the output
+// EnsureGroupTopics checks the inputs and creates, when missing, the output
 // and dead-letter topics, the compacted table changelog and the loop topic
 // (a day's retention: a looped record is read within seconds), all with the
-// input's partition count. Both runtimes call it before consuming. A table
-// or loop topic that exists already must have the input's partition count
-// and the table cleanup.policy=compact, or it fails with ErrTopicMismatch
-// naming the fix: the worker never alters a topic it did not create.
+// inputs' partition count. Both runtimes call it before consuming. Inputs
+// with different partition counts, or a table or loop topic that exists
+// already with another count or a table whose cleanup.policy is not
+// compact, fail with ErrTopicMismatch naming the fix: the worker never
+// alters a topic it did not create.
 func EnsureGroupTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int16) (int32, error) {
-	parts, err := EnsureTopics(admin, t.Input, replication, append([]string{t.DLQ}, t.Outputs...)...)
+	parts, err := EnsureTopics(admin, t, replication)
 	if err != nil {
 		return 0, err
 	}
