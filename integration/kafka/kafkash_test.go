@@ -145,9 +145,9 @@ func TestUpRefusesPortsInTheEphemeralRange(t *testing.T) {
 }
 
 // A broker whose child process has not yet exec'd java is starting, not dead.
-// The CI run of 2026-12-04 failed in 4 s with "node 1 exited during startup"
-// while the JVM was fine: kafka.sh judged liveness by the pid's cmdline, which
-// until the exec is the script's own. A FIFO as stdout.log holds the child in
+// Judging liveness by the pid's cmdline, which until the exec is the script's
+// own, failed a CI run in 4 s with "node 1 exited during startup" while the JVM
+// was fine. A FIFO as stdout.log holds the child in
 // that window (opening it for writing blocks until a reader comes), for several
 // of kafka.sh's half-second polls.
 func TestUpWaitsForABrokerThatHasNotExecdYet(t *testing.T) {
@@ -223,10 +223,10 @@ func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
 
 // `kafka.sh kill N` returns once node N's ports are free, so that `start N`
 // right after it binds them. A SIGKILLed JVM's main thread shows as a zombie
-// before its other threads have closed its sockets; kill used to return in
-// that window, and make chaos (2026-12-04) had a broker restart fail with
-// "port 19092 is taken" when its start came 0.1 s after the kill. The old
-// script left the port listening after 3 kills of 3 here.
+// before its other threads have closed its sockets; a kill that returns in
+// that window fails a broker restart with "port 19092 is taken" when the start
+// comes 0.1 s after the kill (seen in make chaos). A kill that does not wait
+// left the port listening after 3 kills of 3 here.
 func TestKillReturnsOnceThePortsAreFree(t *testing.T) {
 	s := newScript(t)
 	s.run("up")
