@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dedupkit/dedup/redrive"
 	"github.com/dedupkit/dedup/verify"
 )
 
@@ -34,8 +35,14 @@ func docSections() []struct {
 	}{
 		{"processor run", (&Config{}).flags("processor run")},
 		{"processor verify", verifyFlags(&verify.Config{}, new(int))},
+		{"processor redrive", redriveFlagSet()},
 		{"admin commands", newAdminFlags("processor admin").fs},
 	}
+}
+
+func redriveFlagSet() *flag.FlagSet {
+	fs, _ := redriveFlags(&redrive.Config{}, new(int))
+	return fs
 }
 
 func beginMarker(name string) string {
