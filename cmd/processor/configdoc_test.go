@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dedupkit/dedup/redrive"
 	"github.com/dedupkit/dedup/verify"
 )
 
@@ -36,8 +37,14 @@ func docSections() []struct {
 		{"processor run", (&Config{}).flags("processor run")},
 		{"processor verify", verifyFlags(&verify.Config{}, new(int))},
 		{"processor probe", probeFlags(new(string), new(string), new(time.Duration))},
+		{"processor redrive", redriveFlagSet()},
 		{"admin commands", newAdminFlags("processor admin").fs},
 	}
+}
+
+func redriveFlagSet() *flag.FlagSet {
+	fs, _ := redriveFlags(&redrive.Config{}, new(int))
+	return fs
 }
 
 func beginMarker(name string) string {

@@ -29,6 +29,7 @@ commands:
   reset-offsets  move a stopped group's input offsets for a replay (--to, --dry-run)
   reset-state    delete a stopped group's table topic and local state (--yes)
   table          inspect a stopped worker's local table: table get <id> | table stats
+  redrive        move dead letters back to their input once the cause is fixed (--reason, --dry-run)
   verify check that every input event was output exactly once (processor verify -h)
   probe          ask a running worker's /healthz or /readyz; exit 0 on 200 (a container health check)
   version        print the version, commit and Go version of this build
@@ -66,6 +67,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = runTable(args[1:], stdout)
 	case "verify":
 		err = runVerify(ctx, args[1:], stdout, stderr)
+	case "redrive":
+		err = runRedrive(ctx, args[1:], stdout, stderr)
 	case "version":
 		err = runVersion(args[1:], stdout)
 	case "probe":

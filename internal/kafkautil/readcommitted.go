@@ -64,6 +64,14 @@ func bounds(client sarama.Client, topic string, partition int32) (start, lso int
 // delivers the commit marker at LSO-1 nor exposes its position.
 func ReadCommitted(ctx context.Context, client sarama.Client, topic string, partition int32, from, to int64,
 	fn func(offset int64, rec *sarama.Record) error) (int64, error) {
+	return ReadCommittedTimed(ctx, client, topic, partition, from, to,
+		func(offset int64, _ time.Time, rec *sarama.Record) error { return fn(offset, rec) })
+}
+
+// ReadCommittedTimed is ReadCommitted that also hands fn each record's
+// timestamp, which sarama keeps as a delta from its batch's.
+func ReadCommittedTimed(ctx context.Context, client sarama.Client, topic string, partition int32, from, to int64,
+	fn func(offset int64, ts time.Time, rec *sarama.Record) error) (int64, error) {
 	next := from
 	lastProgress := time.Now()
 	for next < to {
@@ -115,7 +123,7 @@ func ReadCommitted(ctx context.Context, client sarama.Client, topic string, part
 	return next, nil
 }
 
-func readBlock(block *sarama.FetchResponseBlock, next, to int64, fn func(int64, *sarama.Record) error) (int64, error) {
+func readBlock(block *sarama.FetchResponseBlock, next, to int64, fn func(int64, time.Time, *sarama.Record) error) (int64, error) {
 	aborted := append([]*sarama.AbortedTransaction(nil), block.AbortedTransactions...)
 	sort.Slice(aborted, func(i, j int) bool { return aborted[i].FirstOffset < aborted[j].FirstOffset })
 	abortedPIDs := map[int64]bool{}
@@ -154,7 +162,7 @@ func readBlock(block *sarama.FetchResponseBlock, next, to int64, fn func(int64, 
 			if off >= to {
 				return next, nil
 			}
-			if err := fn(off, rec); err != nil {
+			if err := fn(off, recordTime(batch, rec), rec); err != nil {
 				return next, err
 			}
 			next = off + 1
@@ -173,4 +181,14 @@ func isAbortMarker(batch *sarama.RecordBatch) bool {
 		return false
 	}
 	return binary.BigEndian.Uint16(batch.Records[0].Key[2:4]) == 0
+}
+
+// recordTime is a record's timestamp: the batch's first plus the record's
+// delta, or the batch's max timestamp when the broker set it
+// (message.timestamp.type=LogAppendTime).
+func recordTime(batch *sarama.RecordBatch, rec *sarama.Record) time.Time {
+	if batch.LogAppendTime {
+		return batch.MaxTimestamp
+	}
+	return batch.FirstTimestamp.Add(rec.TimestampDelta)
 }
