@@ -1,15 +1,3 @@
-// Package processor is the exactly-once runtime: it runs a dedup topology's
-// goka callback with the seen-ID update, the outputs and the input offsets in
-// one Kafka transaction (Kafka Streams' exactly_once_v2, KIP-447).
-//
-// Per consumer-group member ("thread"): a sarama group member reading
-// read_committed with goka's copartitioning strategy and auto-commit off; one
-// transactional producer whose transactional.id is stable across restarts of
-// the instance; per partition a LevelDB store with an in-memory overlay that
-// is applied only after the transaction committed. A transaction commits in
-// a goroutine while the member processes the next one, whose records wait
-// until the commit succeeded (commit.go). docs/architecture.md draws it,
-// with the commit and restore sequences.
 package processor
 
 import (

@@ -1,0 +1,78 @@
+// Package processor is the exactly-once runtime: it runs a dedup topology so
+// that an event's outputs, its dead letter, its seen mark in the group table
+// and its input offset are committed together in one Kafka transaction, or
+// not at all (Kafka Streams' exactly_once_v2, KIP-447). docs/architecture.md
+// draws it; this comment reads the protocol top-down, with the code to read
+// at each step.
+//
+// # Start (processor.go, instance.go)
+//
+// New checks the topology, creates or checks the group's topics (the table's
+// compacted changelog <group>-table and the re-key topic <group>-loop are
+// copartitioned with the inputs) and reads the largest record every written
+// topic takes (recordLimit). Each consumer-group member ("thread") gets a
+// transactional producer whose transactional.id, <group>-<instance id>-<n>,
+// is the same across restarts of the instance: the instance ID is the
+// configured one or the one persisted in the state dir. That stable ID is
+// what fences a zombie: a new producer with the same transactional.id bumps
+// the epoch, aborts the old one's open transaction and makes its later
+// writes fail with PRODUCER_FENCED. The same ID is the static group member
+// ID, so a restart on the same identity gets its partitions back without a
+// rebalance.
+//
+// # Restore (member.go Setup, restore.go, store.go)
+//
+// When the group assigns partitions, Setup opens each partition's LevelDB
+// store and restore reads the changelog read_committed from the offset the
+// store recorded up to the log end, waiting for an open transaction below it
+// to be decided (a dead instance's transaction ends at the transaction
+// timeout at the latest). A store whose recorded offset is outside the log
+// is wiped and restored from the start; a damaged store is deleted and
+// restored (store_corrupt.go). Only a fully restored table is published:
+// nothing is judged against a partial one.
+//
+// # Processing (member.go ConsumeClaim, loop, process; context.go)
+//
+// Each claim's goroutine decodes its records ahead (engine.Prepare) and hands
+// them in batches to the member's one loop goroutine, which owns the stores,
+// the open transaction and the offsets. For each record the loop runs the
+// topology's engine with a txnContext: table reads go to the store's
+// in-memory overlay over LevelDB, table writes go to the overlay and to the
+// changelog (queueChangelog), outputs, dead letters and loop records are
+// streamed into the open transaction (txn.go send). Nothing of it is visible
+// to read_committed consumers, and nothing is in LevelDB, before the commit.
+//
+// # Commit (commit.go, store_seal.go, commit_watch.go)
+//
+// Every commit interval, or when a transaction holds MaxBatch records, the
+// loop seals the overlays and starts the commit in a goroutine: wait for the
+// produce acknowledgements, AddOffsetsToTxn with the live session's group
+// metadata (so a fenced member's offsets are refused too), EndTxn. Only then
+// are the sealed overlays written to LevelDB, with the changelog offset each
+// reached; the loop goes on processing meanwhile, holding what it produces
+// back (member.staged) until the commit returned. A crash at any point
+// leaves either the whole transaction or none of it: the next owner restores
+// the table from the changelog and resumes at the committed offsets.
+//
+// # Abort and fencing (txn.go abort, member.go run)
+//
+// A failed produce or commit aborts the transaction: the overlays are
+// dropped, the session ends and the member rejoins, resuming at the committed
+// offsets. A producer in a fatal state is replaced. Fencing errors
+// (PRODUCER_FENCED, a stale generation, a fenced static member) mean another
+// member or instance owns the work now; a second live instance with this
+// instance's ID stops it with ErrInstanceFenced. A refusal by an ACL stops
+// the member with the broker's error, since a retry would fail the same way.
+// A record the broker refuses as too large makes the member read the limits
+// again, so the event is dead-lettered when it comes again.
+//
+// # Health and housekeeping (health.go, http.go, sweep.go, retention.go)
+//
+// The member reports consecutive aborts and how long consumed records have
+// waited for their commit; readiness and liveness turn false past configured
+// bounds. The sweeper deletes expired seen records in the open transaction,
+// with tombstones in the changelog, so compaction removes them and a restore
+// never brings them back (a record is judged expired before it is swept).
+// CheckRetention warns when an input keeps
+// records longer than the table remembers them.
+package processor
