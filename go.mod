@@ -46,3 +46,7 @@ require (
 	golang.org/x/text v0.44.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+// goka's go.mod requires a Redis client for its optional Redis storage, which
+// this module never imports; excluding it keeps it out of the module graph.
+exclude gopkg.in/redis.v5 v5.2.9
