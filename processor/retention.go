@@ -9,6 +9,7 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/metrics"
 )
 
 // CheckRetention compares the topology's retention with its input topic's
@@ -18,7 +19,8 @@ import (
 // refuses (the worker's --strict-retention). Reading retention.ms waits out
 // a broker that is down; the comparison itself is configuration and fails
 // at once. It needs DescribeConfigs on the input topic. cfg gives the
-// brokers, security and logger.
+// brokers, security and logger, and with a Registerer it exports both
+// retentions (metrics.SetRetention), so an alert can tell too.
 func CheckRetention(ctx context.Context, cfg Config, topo *dedup.Topology, strict bool) error {
 	cfg.setDefaults()
 	log := cfg.Logger
@@ -39,6 +41,9 @@ func CheckRetention(ctx context.Context, cfg Config, topo *dedup.Topology, stric
 	})
 	if err != nil {
 		return err
+	}
+	if cfg.Registerer != nil {
+		metrics.SetRetention(cfg.Registerer, topo.Group, input, retention, topicRetention, infinite)
 	}
 	if !infinite && retention >= topicRetention {
 		return nil
