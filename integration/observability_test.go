@@ -1,0 +1,144 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/processor"
+)
+
+// queriedMetrics is every dedup_ metric name the Grafana dashboards'
+// expressions and the alert rules query, with the files that query it.
+func queriedMetrics(t *testing.T) map[string][]string {
+	t.Helper()
+	nameRE := regexp.MustCompile(`\bdedup_[a-z_]+\b`)
+	exprRE := regexp.MustCompile(`"expr":\s*"((?:[^"\\]|\\.)*)"`) // the dashboards' queries, not their titles
+	names := map[string][]string{}
+	add := func(file, text string) {
+		for _, n := range nameRE.FindAllString(text, -1) {
+			if !slices.Contains(names[n], file) {
+				names[n] = append(names[n], file)
+			}
+		}
+	}
+	dashboards, err := filepath.Glob("../deploy/grafana/*.json")
+	if err != nil || len(dashboards) == 0 {
+		t.Fatalf("no dashboards in deploy/grafana (%v)", err)
+	}
+	for _, f := range append(dashboards, "../deploy/prometheus/rules.yml") {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(f, ".json") {
+			for _, m := range exprRE.FindAllStringSubmatch(string(b), -1) {
+				add(f, m[1])
+			}
+		} else {
+			add(f, string(b))
+		}
+	}
+	if len(names) < 10 {
+		t.Fatalf("found only %d metric names in the dashboards and rules: %v", len(names), names)
+	}
+	return names
+}
+
+// Every metric a dashboard panel or an alert rule queries is on a running
+// worker's /metrics: a renamed metric would leave a panel empty and an alert
+// silent without any error. Histograms are queried by their _bucket, _sum
+// and _count series, which the exposition names as such.
+func TestDashboardAndAlertMetricsExist(t *testing.T) {
+	queried := queriedMetrics(t)
+	e := newEnv(t, 2)
+	group := e.group("obs")
+	p := startProc(t, buildProcessor(t), workerArgs(e, group, t.TempDir(), "--commit-interval", "50ms")...)
+	e.produce(append(events("obs", 20), kafkatest.Record{Key: "k", Value: []byte("not json")})...)
+	p.waitMetric("dedup_events_processed_total", 60*time.Second, func(v float64) bool { return v >= 20 })
+	p.waitMetric("dedup_dead_lettered_total", 30*time.Second, func(v float64) bool { return v >= 1 })
+	p.waitMetric("dedup_consumer_lag_records", 30*time.Second, func(v float64) bool { return v == 0 })
+
+	exposed := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^(dedup_[a-z_]+)[{ ]`).FindAllStringSubmatch(get(t, p.base+"/metrics"), -1) {
+		exposed[m[1]] = true
+	}
+	for name, files := range queried {
+		if !exposed[name] {
+			t.Errorf("%s, queried by %v, is not on /metrics", name, files)
+		}
+	}
+	t.Logf("%d queried metrics, all exposed", len(queried))
+}
+
+// dedup_consumer_lag_records rises while the input comes faster than the
+// handler takes it, grows with a second burst, and is back to 0 once all is
+// processed. The handler takes 20 ms an event, so 100 events a partition
+// take 2 s and every one-second report sees the lag.
+func TestConsumerLagMetricMoves(t *testing.T) {
+	e := newEnv(t, 2)
+	group := e.group("lag")
+	topo := e.topology(group, nil)
+	topo.Handler = dedup.HandlerFunc(func(_ context.Context, ev *dedup.Event) ([]dedup.Message, error) {
+		time.Sleep(20 * time.Millisecond) // a slow handler, the point of the test
+		return []dedup.Message{{Key: ev.Key, Value: ev.Value, Headers: ev.Headers}}, nil
+	})
+	reg := prometheus.NewRegistry()
+	w := e.startEOS(topo, processor.Config{StateDir: t.TempDir(), Registerer: reg})
+	lag := func() (sum float64, series int) {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() != "dedup_consumer_lag_records" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "topic" && l.GetValue() == e.input {
+						sum += m.GetGauge().GetValue()
+						series++
+					}
+				}
+			}
+		}
+		return sum, series
+	}
+	waitLag := func(what string, timeout time.Duration, cond func(sum float64, series int) bool) float64 {
+		t.Helper()
+		deadline := time.Now().Add(timeout)
+		for {
+			sum, series := lag()
+			if cond(sum, series) {
+				return sum
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("consumer lag of %s: %v over %d partitions; waited %v for %s", e.input, sum, series, timeout, what)
+			}
+			time.Sleep(50 * time.Millisecond) // polling the worker's reports
+		}
+	}
+	waitLag("both partitions assigned, lag 0", 60*time.Second, func(sum float64, series int) bool { return series == 2 && sum == 0 })
+	if !w.ready() {
+		t.Fatal("lag reported before the worker was ready")
+	}
+
+	e.produce(events("burst1", 200)...)
+	first := waitLag("the first burst to show", 10*time.Second, func(sum float64, _ int) bool { return sum > 0 })
+	e.produce(events("burst2", 400)...)
+	second := waitLag("the second burst to raise the lag", 10*time.Second, func(sum float64, _ int) bool { return sum > first })
+	t.Logf("lag after the first burst %v, after the second %v", first, second)
+	waitLag("everything processed, lag 0", 60*time.Second, func(sum float64, _ int) bool { return sum == 0 })
+	e.waitProcessed(group)
+	e.exactlyOnce(append(events("burst1", 200), events("burst2", 400)...))
+}
