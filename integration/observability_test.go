@@ -141,4 +141,23 @@ func TestConsumerLagMetricMoves(t *testing.T) {
 	waitLag("everything processed, lag 0", 60*time.Second, func(sum float64, _ int) bool { return sum == 0 })
 	e.waitProcessed(group)
 	e.exactlyOnce(append(events("burst1", 200), events("burst2", 400)...))
+
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "dedup_rebalance_duration_seconds" {
+			h := f.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() < 1 {
+				t.Errorf("no rebalance duration observed")
+			}
+			t.Logf("rebalance durations: %d, %.3f s in all", h.GetSampleCount(), h.GetSampleSum())
+		}
+	}
+	// Closing the tables drops the partitions' lag series, as a revocation does.
+	w.stop(t)
+	if sum, series := lag(); series != 0 {
+		t.Errorf("%d lag series (sum %v) left after the worker stopped", series, sum)
+	}
 }
