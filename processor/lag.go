@@ -9,8 +9,8 @@ import (
 )
 
 // lagInterval is how often a claim reports its consumer lag. The lag is
-// reported on a timer, not per record, so that it grows while the loop is
-// behind or stuck: a per-record report would stop with the records.
+// reported on a timer, not per processed batch, so that it grows with new
+// input while the loop is busy with older records.
 const lagInterval = time.Second
 
 // claimProgress is the next offset of a claimed partition the loop has yet
@@ -19,10 +19,10 @@ const lagInterval = time.Second
 type claimProgress struct{ next atomic.Int64 }
 
 // claimProgress starts a claim's progress at its initial offset. A group
-// without a committed offset starts at sarama's OffsetOldest (or Newest),
-// which is not an offset: it is looked up once, a request that only the
-// first session of a partition makes. Should that fail, the lag is reported
-// only once the loop processed a batch of the claim.
+// without a committed offset on the partition starts at sarama's
+// OffsetOldest (or Newest), which is not an offset: it is looked up, one
+// request per claim, only until the group commits there. Should that fail,
+// the lag is reported once the loop processed a batch of the claim.
 func (m *member) claimProgress(claim sarama.ConsumerGroupClaim) *claimProgress {
 	p := &claimProgress{}
 	next := claim.InitialOffset()
@@ -30,11 +30,9 @@ func (m *member) claimProgress(claim sarama.ConsumerGroupClaim) *claimProgress {
 		off, err := m.client.GetOffset(claim.Topic(), claim.Partition(), next)
 		if err != nil {
 			m.log.Warn("consumer lag: looking up the start offset", "topic", claim.Topic(), "partition", claim.Partition(), "err", err)
+			off = -1
 		}
 		next = off
-		if err != nil {
-			next = -1
-		}
 	}
 	p.next.Store(next)
 	return p
