@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -95,22 +96,9 @@ func TestConsumerLagMetricMoves(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	w := e.startEOS(topo, processor.Config{StateDir: t.TempDir(), Registerer: reg})
 	lag := func() (sum float64, series int) {
-		families, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range families {
-			if f.GetName() != "dedup_consumer_lag_records" {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "topic" && l.GetValue() == e.input {
-						sum += m.GetGauge().GetValue()
-						series++
-					}
-				}
-			}
+		for _, v := range consumerLag(t, reg)[e.input] {
+			sum += v
+			series++
 		}
 		return sum, series
 	}
@@ -159,5 +147,75 @@ func TestConsumerLagMetricMoves(t *testing.T) {
 	w.stop(t)
 	if sum, series := lag(); series != 0 {
 		t.Errorf("%d lag series (sum %v) left after the worker stopped", series, sum)
+	}
+}
+
+// consumerLag is dedup_consumer_lag_records on reg by topic and partition.
+func consumerLag(t *testing.T, reg prometheus.Gatherer) map[string]map[string]float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lag := map[string]map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "dedup_consumer_lag_records" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var topic, partition string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "topic":
+					topic = l.GetValue()
+				case "partition":
+					partition = l.GetValue()
+				}
+			}
+			if lag[topic] == nil {
+				lag[topic] = map[string]float64{}
+			}
+			lag[topic][partition] = m.GetGauge().GetValue()
+		}
+	}
+	return lag
+}
+
+// A caught-up member's lag is 0 on the input, written without transactions
+// here, and 1 on each loop partition: the loop topic is written in
+// transactions, and the commit marker after the last record takes an offset.
+// Two members in one process loop the events whose key hashes to the other's
+// partition.
+func TestConsumerLagOfTheLoopTopic(t *testing.T) {
+	e := newEnv(t, 2)
+	group := e.group("looplag")
+	reg := prometheus.NewRegistry()
+	e.startEOS(e.topology(group, nil), processor.Config{StateDir: t.TempDir(), Registerer: reg, Threads: 2})
+	loop := group + "-loop"
+	deadline := time.Now().Add(60 * time.Second)
+	for lag := consumerLag(t, reg); len(lag[e.input]) < 2 || len(lag[loop]) < 2; lag = consumerLag(t, reg) {
+		if time.Now().After(deadline) {
+			t.Fatalf("want the lag of 2 input and 2 loop partitions, got %v", lag)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the members' reports
+	}
+	e.produce(events("looplag", 200)...)
+	e.waitProcessed(group)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "dedup_events_rekeyed_total" && f.GetMetric()[0].GetCounter().GetValue() == 0 {
+			t.Fatal("no event went through the loop topic")
+		}
+	}
+	want := map[string]map[string]float64{e.input: {"0": 0, "1": 0}, loop: {"0": 1, "1": 1}}
+	deadline = time.Now().Add(10 * time.Second) // reported every second
+	for lag := consumerLag(t, reg); !reflect.DeepEqual(lag, want); lag = consumerLag(t, reg) {
+		if time.Now().After(deadline) {
+			t.Fatalf("lag once all was committed: %v, want %v", lag, want)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the members' reports
 	}
 }
