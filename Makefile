@@ -89,7 +89,7 @@ unit: testsummary
 # TLS/SASL tests only if KAFKA_SECURE_BROKERS and the rest of `kafka.sh
 # secure-env`'s variables are set).
 # Then the multi-broker tests run against a three-node cluster of their own.
-test: vet testsummary
+test: vet testsummary test-rules
 	@set -e; \
 	if [ -n "$$KAFKA_BROKERS" ]; then \
 	  echo "make test: using KAFKA_BROKERS=$$KAFKA_BROKERS"; \
@@ -124,6 +124,13 @@ test-cluster: testsummary
 	@set -e; trap '$(CLUSTER_KAFKA) clean' EXIT; $(CLUSTER_KAFKA) up; \
 	KAFKA_BROKERS=$$($(CLUSTER_KAFKA) brokers) KAFKA_PROXY_ROUTES=$$($(CLUSTER_KAFKA) proxy-routes) \
 	  $(TESTSUMMARY) -v -- $(GO) test -json -count=1 -timeout 15m -run '$(CLUSTER_TESTS)' ./integration
+
+# The alert rules of deploy/prometheus, with the promtool internal/tools/go.mod
+# pins (its first build takes minutes).
+.PHONY: test-rules
+test-rules:
+	$(TOOL) promtool check rules deploy/prometheus/rules.yml
+	$(TOOL) promtool test rules deploy/prometheus/rules_test.yml
 
 # Bounded fuzzing of the codecs and the engine's decode and dead-letter paths
 # (about 10 s each here): garbage must never panic, and a dead letter always fits.

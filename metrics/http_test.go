@@ -41,7 +41,9 @@ func TestHandler(t *testing.T) {
 		`dedup_duplicates_skipped_total{group="g1"} 2`,
 		`dedup_dead_lettered_total{group="g1",reason="not-json"} 1`,
 		`dedup_table_entries{group="g1",partition="3"} 42`,
+		`dedup_event_age_seconds_count{group="g1"} 1`,
 		`dedup_processing_latency_seconds_count{group="g1"} 1`,
+		"# HELP dedup_processing_latency_seconds Deprecated: use dedup_event_age_seconds",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -113,6 +115,10 @@ func TestRuntimeMetrics(t *testing.T) {
 	r.RestoreProgress(2, 100, 50)
 	r.KeyFilterBytes(3, 2048)
 	r.Swept(3, 4)
+	r.ConsumerLag("in", 3, 12)
+	r.RebalanceCompleted(300 * time.Millisecond)
+	SetRetention(reg, "g1", "in", time.Hour, 0, true)
+	SetRetention(reg, "g1", "in", time.Hour, 2*time.Hour, false) // a second check on the same registry
 	body := scrape(t, reg)
 	for _, want := range []string{
 		`dedup_transactions_committed_total{group="g1"} 1`,
@@ -121,6 +127,11 @@ func TestRuntimeMetrics(t *testing.T) {
 		`dedup_restore_remaining_records{group="g1",partition="2"} 50`,
 		`dedup_table_filter_bytes{group="g1",partition="3"} 2048`,
 		`dedup_cleanup_deleted_total{group="g1"} 4`,
+		`dedup_consumer_lag_records{group="g1",partition="3",topic="in"} 12`,
+		`dedup_transactions_aborted_total{group="g1",reason="fenced"} 0`,
+		`dedup_rebalance_duration_seconds_count{group="g1"} 1`,
+		`dedup_retention_seconds{group="g1"} 3600`,
+		`dedup_input_retention_seconds{group="g1",topic="in"} 7200`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -138,12 +149,15 @@ func TestPartitionRevokedDropsItsSeries(t *testing.T) {
 		r.TableSize(p, 10)
 		r.KeyFilterBytes(p, 2048)
 		r.RestoreProgress(p, 1, 5)
+		r.ConsumerLag("in", p, 7)
+		r.ConsumerLag("g1-loop", p, 1)
 	}
 	r.PartitionRevoked(3)
 	body := scrape(t, reg)
-	for _, series := range []string{"dedup_table_entries", "dedup_table_filter_bytes", "dedup_restore_remaining_records"} {
-		kept := series + `{group="g1",partition="2"}`
-		gone := series + `{group="g1",partition="3"}`
+	for _, series := range []string{"dedup_table_entries", "dedup_table_filter_bytes", "dedup_restore_remaining_records",
+		"dedup_consumer_lag_records"} {
+		kept := series + `{group="g1",partition="2"`
+		gone := series + `{group="g1",partition="3"`
 		if !strings.Contains(body, kept) {
 			t.Errorf("/metrics lost %s", kept)
 		}

@@ -22,7 +22,8 @@ type Metrics struct {
 	handlerErrs prometheus.Counter
 	rekeyed     prometheus.Counter
 	entries     *prometheus.GaugeVec
-	latency     prometheus.Histogram
+	age         prometheus.Histogram
+	latency     prometheus.Histogram // deprecated name of age
 }
 
 // New registers the dedup metrics of one consumer group on reg, and
@@ -43,11 +44,18 @@ func New(reg prometheus.Registerer, group string) *Metrics {
 			Help: "Records written to the dead-letter topic, by reason.", ConstLabels: labels}, []string{"reason"}),
 		entries: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dedup", Name: "table_entries",
 			Help: "Seen records in the local dedup table, by partition.", ConstLabels: labels}, []string{"partition"}),
+		age: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "dedup", Name: "event_age_seconds",
+			Help: "Age of a first-seen event when its processing ended: from the input record's timestamp (the producer's, " +
+				"or the broker's with LogAppendTime) to the end of its handler and table write, before its transaction commits. " +
+				"Includes the time in Kafka and the consumer lag, not only processing time.",
+			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		// The old name said "processing latency" for what is the event's
+		// age; kept for one release so dashboards can move.
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "dedup", Name: "processing_latency_seconds",
-			Help:        "From the input record's timestamp to the end of its processing, for first-seen events.",
+			Help:        "Deprecated: use dedup_event_age_seconds, which observes the same values.",
 			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 	}
-	reg.MustRegister(m.processed, m.skipped, m.expired, m.tooOld, m.handlerErrs, m.rekeyed, m.deadLetters, m.entries, m.latency)
+	reg.MustRegister(m.processed, m.skipped, m.expired, m.tooOld, m.handlerErrs, m.rekeyed, m.deadLetters, m.entries, m.age, m.latency)
 	registerBuildInfo(reg, buildinfo.Read())
 	return m
 }
@@ -55,6 +63,7 @@ func New(reg prometheus.Registerer, group string) *Metrics {
 func (m *Metrics) Processed(_ int32, latency time.Duration) {
 	m.processed.Inc()
 	if latency >= 0 {
+		m.age.Observe(latency.Seconds())
 		m.latency.Observe(latency.Seconds())
 	}
 }

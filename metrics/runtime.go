@@ -22,6 +22,8 @@ type Runtime struct {
 	swept           prometheus.Counter
 	restoreRemainig *prometheus.GaugeVec
 	filterBytes     *prometheus.GaugeVec
+	lag             *prometheus.GaugeVec
+	rebalanceTook   prometheus.Histogram
 }
 
 // NewRuntime registers the runtime metrics next to m's on reg.
@@ -41,7 +43,7 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 		restored:   counter("restore_records_total", "Changelog records restored into local tables."),
 		swept:      counter("cleanup_deleted_total", "Expired seen records deleted by the sweeper (tombstoned in the changelog)."),
 		aborted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "dedup", Name: "transactions_aborted_total",
-			Help: "Kafka transactions aborted, by reason (fenced, error).", ConstLabels: labels}, []string{"reason"}),
+			Help: "Kafka transactions aborted, by reason (fenced, error, interrupted).", ConstLabels: labels}, []string{"reason"}),
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "dedup", Name: "commit_duration_seconds",
 			Help: "Time to commit one transaction, from sealing it to its overlays in LevelDB (processing goes on meanwhile).", ConstLabels: labels,
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
@@ -49,9 +51,23 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 			Help: "Changelog records left to restore, by partition.", ConstLabels: labels}, []string{"partition"}),
 		filterBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dedup", Name: "table_filter_bytes",
 			Help: "Memory of the in-memory filter of a partition's table keys, by partition.", ConstLabels: labels}, []string{"partition"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dedup", Name: "consumer_lag_records",
+			Help: "Records of an input or loop partition this instance holds that it has not processed yet: the partition's " +
+				"high-water mark as the consumer last fetched it (the log end, not the last stable offset: open transactions " +
+				"and commit markers count) minus the next offset to process. Updated every second.",
+			ConstLabels: labels}, []string{"topic", "partition"}),
+		rebalanceTook: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "dedup", Name: "rebalance_duration_seconds",
+			Help: "From a member's stop (its first join, or the end of its previous session: revoked, aborted or failed) " +
+				"until it processes again, table restores included.",
+			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}),
 	}
 	reg.MustRegister(r.swept, r.committed, r.stalls, r.txnRecords, r.fencings, r.rebalances, r.restored, r.aborted, r.commitSeconds,
-		r.restoreRemainig, r.filterBytes)
+		r.restoreRemainig, r.filterBytes, r.lag, r.rebalanceTook)
+	// At 0 from the start, so that the first abort is an increase() an
+	// alert sees and a dashboard's query finds the series before any abort.
+	for _, reason := range []string{"fenced", "error", "interrupted"} {
+		r.aborted.WithLabelValues(reason)
+	}
 	return r
 }
 
@@ -65,6 +81,12 @@ func (r *Runtime) TxnAborted(reason string)   { r.aborted.WithLabelValues(reason
 func (r *Runtime) Fenced()                    { r.fencings.Inc() }
 func (r *Runtime) CommitStalled()             { r.stalls.Inc() }
 func (r *Runtime) Rebalanced()                { r.rebalances.Inc() }
+func (r *Runtime) RebalanceCompleted(took time.Duration) {
+	r.rebalanceTook.Observe(took.Seconds())
+}
+func (r *Runtime) ConsumerLag(topic string, partition int32, records int64) {
+	r.lag.WithLabelValues(topic, strconv.Itoa(int(partition))).Set(float64(records))
+}
 func (r *Runtime) KeyFilterBytes(partition int32, bytes int) {
 	r.filterBytes.WithLabelValues(strconv.Itoa(int(partition))).Set(float64(bytes))
 }
@@ -73,6 +95,8 @@ func (r *Runtime) PartitionRevoked(partition int32) {
 	label := strconv.Itoa(int(partition))
 	r.filterBytes.DeleteLabelValues(label)
 	r.restoreRemainig.DeleteLabelValues(label)
+	// Every topic's: the input and the loop topic are copartitioned.
+	r.lag.DeletePartialMatch(prometheus.Labels{"partition": label})
 }
 func (r *Runtime) RestoreProgress(partition int32, restored, remaining int64) {
 	r.restored.Add(float64(restored))

@@ -196,6 +196,13 @@ type Hooks interface {
 	CommitStalled()
 	Fenced()
 	Rebalanced()
+	// RebalanceCompleted tells how long a member did not process: from its
+	// first join, or the Cleanup of its previous session, until the end of
+	// Setup (restores included).
+	RebalanceCompleted(took time.Duration)
+	// ConsumerLag is the records of a claimed input or loop partition that
+	// are not processed yet, every second (lag.go says how it is counted).
+	ConsumerLag(topic string, partition int32, records int64)
 	RestoreProgress(partition int32, restored, remaining int64)
 	TableSize(partition int32, entries int64)
 	// KeyFilterBytes is the memory of a partition's key filter
@@ -217,6 +224,8 @@ func (NopHooks) TxnAborted(string)                   {}
 func (NopHooks) CommitStalled()                      {}
 func (NopHooks) Fenced()                             {}
 func (NopHooks) Rebalanced()                         {}
+func (NopHooks) RebalanceCompleted(time.Duration)    {}
+func (NopHooks) ConsumerLag(string, int32, int64)    {}
 func (NopHooks) RestoreProgress(int32, int64, int64) {}
 func (NopHooks) TableSize(int32, int64)              {}
 func (NopHooks) KeyFilterBytes(int32, int)           {}

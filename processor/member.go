@@ -54,6 +54,11 @@ type member struct {
 	ready         atomic.Bool
 	fatal         error // set by the loop; read by run after Consume returned
 	health        memberHealth
+	// rebalanceStart is when the member last stopped processing: its first
+	// join, or the Cleanup of a revoked or failed session; Setup reports the
+	// time from there until processing starts again. Setup, Cleanup and run
+	// share one goroutine (sarama's Consume calls both).
+	rebalanceStart time.Time
 
 	// tablesMu guards the tables map (not the tables) against Lookup from
 	// HTTP handlers; the map changes only in Setup and Cleanup.
@@ -77,9 +82,10 @@ type member struct {
 // inbound is a consumed message with what its claim's goroutine worked out
 // for it ahead of the loop (see prepare).
 type inbound struct {
-	msg  *sarama.ConsumerMessage
-	key  string // msg.Key as a string
-	prep *engine.Prepared
+	msg      *sarama.ConsumerMessage
+	key      string // msg.Key as a string
+	prep     *engine.Prepared
+	progress *claimProgress // of msg's claim (lag.go)
 }
 
 // bigRestore is the number of restored records after which Setup returns the
@@ -121,6 +127,9 @@ func (m *member) run(ctx context.Context) error {
 		}
 		sessCtx, cancel := context.WithCancel(ctx)
 		m.cancelSession = cancel
+		if m.rebalanceStart.IsZero() {
+			m.rebalanceStart = time.Now()
+		}
 		err := m.group.Consume(sessCtx, m.topics(), m)
 		cancel()
 		if m.fatal != nil {
@@ -237,6 +246,8 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	m.in, m.stop, m.done = make(chan []inbound, 16), make(chan struct{}), make(chan struct{})
 	go m.loop(sess)
 	m.ready.Store(true)
+	m.hooks.RebalanceCompleted(time.Since(m.rebalanceStart))
+	m.rebalanceStart = time.Time{}
 	m.log.Info("partitions assigned", "claims", sess.Claims(), "generation", sess.GenerationID())
 	return nil
 }
@@ -265,6 +276,8 @@ const handBatch = 64
 // for about a third of its time, much of it after being woken per message.
 func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	var keys headerKeys // this goroutine's own: interning is not shared
+	progress := m.claimProgress(claim)
+	defer m.watchLag(claim, progress)()
 	done := sess.Context().Done()
 	for {
 		var batch []inbound
@@ -273,7 +286,7 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 			if !ok {
 				return nil
 			}
-			batch = append(make([]inbound, 0, handBatch), m.prepare(&keys, msg))
+			batch = append(make([]inbound, 0, handBatch), m.prepare(&keys, msg).of(progress))
 		case <-done:
 			return nil
 		}
@@ -282,7 +295,7 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 			select {
 			case msg, ok := <-claim.Messages():
 				if more = ok; ok {
-					batch = append(batch, m.prepare(&keys, msg))
+					batch = append(batch, m.prepare(&keys, msg).of(progress))
 				}
 			default:
 				more = false
@@ -326,6 +339,7 @@ func (m *member) hand(sess sarama.ConsumerGroupSession, in []inbound) bool {
 // and closes the stores, which the next owner may open.
 func (m *member) Cleanup(sess sarama.ConsumerGroupSession) error {
 	m.ready.Store(false)
+	m.rebalanceStart = time.Now()
 	if fenced := sessionFenced(sess.Context(), m.memberName, m.topo.Group); fenced != nil && m.fatal == nil {
 		// Set before Consume returns, so run never rejoins: a rejoin
 		// would fence the newer instance in turn.
@@ -443,6 +457,9 @@ func (m *member) handleBatch(sess sarama.ConsumerGroupSession, batch []inbound) 
 	m.health.consumed(time.Now(), batch)
 	for _, in := range batch {
 		m.handle(sess, in)
+	}
+	if last := batch[len(batch)-1]; !m.failed && last.progress != nil { // a batch is one claim's
+		last.progress.next.Store(last.msg.Offset + 1)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/metrics"
 )
 
 // CheckRetention compares the topology's retention with the retention.ms of
@@ -21,7 +22,8 @@ import (
 // worker's --strict-retention). Reading retention.ms waits out a broker that
 // is down; the comparison itself is configuration and fails at once. It
 // needs DescribeConfigs on the input topics. cfg gives the brokers, security
-// and logger.
+// and logger, and with a Registerer it exports the retentions
+// (metrics.SetRetention), so an alert can tell too.
 func CheckRetention(ctx context.Context, cfg Config, topo *dedup.Topology, strict bool) error {
 	cfg.setDefaults()
 	log := cfg.Logger
@@ -45,6 +47,11 @@ func CheckRetention(ctx context.Context, cfg Config, topo *dedup.Topology, stric
 	})
 	if err != nil {
 		return err
+	}
+	if cfg.Registerer != nil {
+		for _, in := range inputs {
+			metrics.SetRetention(cfg.Registerer, topo.Group, in.topic, retention, in.retention, in.infinite)
+		}
 	}
 	longer := keptLonger(retention, inputs)
 	if len(longer) == 0 {

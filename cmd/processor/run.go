@@ -78,7 +78,7 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 		return err
 	}
 	// After the runtime checked that the input exists.
-	if err := processor.CheckRetention(ctx, processor.Config{Brokers: cfg.Brokers, Security: cfg.Security, Logger: log}, topo, cfg.StrictRetention); err != nil {
+	if err := processor.CheckRetention(ctx, processor.Config{Brokers: cfg.Brokers, Security: cfg.Security, Logger: log, Registerer: reg}, topo, cfg.StrictRetention); err != nil {
 		return err
 	}
 
