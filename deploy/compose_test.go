@@ -240,12 +240,28 @@ func TestComposePrometheusScrapesTheWorkers(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("Prometheus scrapes %v, want every worker at its --http-addr port: %v", got, want)
 	}
-	// Every rule file pattern must point into a directory the service mounts.
+	// Every rule file pattern must match a file or directory the service
+	// mounts, and the project's alert rules must be among them.
+	loaded := map[string]bool{}
 	for _, rf := range cfg.RuleFiles {
 		dir := filepath.Dir(rf)
-		if !slices.ContainsFunc(prom.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Target == dir }) {
-			t.Errorf("rule_files %s: nothing is mounted at %s", rf, dir)
+		matched := false
+		for _, v := range prom.Volumes {
+			if ok, _ := filepath.Match(rf, v.Target); ok || v.Target == dir {
+				matched = true
+				loaded[v.Source] = true
+			}
 		}
+		if !matched {
+			t.Errorf("rule_files %s: nothing is mounted there", rf)
+		}
+	}
+	rules, err := filepath.Abs("prometheus/rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !loaded[rules] {
+		t.Errorf("Prometheus does not load %s (loads %v)", rules, loaded)
 	}
 }
 
