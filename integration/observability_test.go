@@ -18,11 +18,12 @@ import (
 	"github.com/dedupkit/dedup/processor"
 )
 
-// queriedMetrics is every dedup_ metric name the Grafana dashboards'
-// expressions and the alert rules query, with the files that query it.
+// queriedMetrics is every metric name the Grafana dashboards' expressions
+// and the alert rules query (the worker's dedup_ metrics, and the Go and
+// process collectors' go_ and process_ ones), with the files that query it.
 func queriedMetrics(t *testing.T) map[string][]string {
 	t.Helper()
-	nameRE := regexp.MustCompile(`\bdedup_[a-z_]+\b`)
+	nameRE := regexp.MustCompile(`\b(?:dedup|go|process)_[a-z_]+\b`)
 	exprRE := regexp.MustCompile(`"expr":\s*"((?:[^"\\]|\\.)*)"`) // the dashboards' queries, not their titles
 	names := map[string][]string{}
 	add := func(file, text string) {
@@ -70,7 +71,7 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 	p.waitMetric("dedup_consumer_lag_records", 30*time.Second, func(v float64) bool { return v == 0 })
 
 	exposed := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^(dedup_[a-z_]+)[{ ]`).FindAllStringSubmatch(get(t, p.base+"/metrics"), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^((?:dedup|go|process)_[a-z_]+)[{ ]`).FindAllStringSubmatch(get(t, p.base+"/metrics"), -1) {
 		exposed[m[1]] = true
 	}
 	for name, files := range queried {
