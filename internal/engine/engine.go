@@ -55,7 +55,8 @@ func ProcessRecord(t *dedup.Topology, rt Runtime, p *Prepared, raw []byte) error
 }
 
 // loop sends the event to the loop topic under its dedup key, with its
-// source in headers, unless that loop record would be too large to write.
+// source in headers; a loop record too large to write dead-letters the
+// event instead.
 func loop(t *dedup.Topology, rt Runtime, p *Prepared, raw []byte) error {
 	h := loopHeaders(p.recKey, p.headers, p.pos)
 	if limit := rt.MaxRecordBytes(); limit > 0 && dedup.RecordSize(p.key, raw, h) > limit {
