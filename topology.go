@@ -59,7 +59,8 @@ const (
 	// on topics of one partition count does), and that count does not
 	// change; it saves the loop's second produce, consume and decode of
 	// every event.
-	// Needs a runtime whose context implements KeyedContext (exactly-once).
+	// Needs a runtime that reads the table by any key, the exactly-once
+	// one: goka's context reads it only under the record's own key.
 	RekeyNever RekeyPolicy = "never"
 )
 
@@ -74,8 +75,8 @@ const (
 // Topology is the goka graph of one consumer group: the input topics, the
 // dedup table (goka group table "<group>-table", codec codecs.Seen), the
 // output topics, a dead-letter topic and a loop topic "<group>-loop" for
-// re-keying. Its Process callback is written against goka.Context, so it runs
-// under goka.NewProcessor and under the exactly-once runtime.
+// re-keying. One per-record engine runs it under goka's processor (package
+// atleastonce) and under the exactly-once runtime (package processor).
 //
 // Build one with Define, which fills in the defaults and validates. A
 // runtime reads a Topology and never writes it, so one Topology may be run

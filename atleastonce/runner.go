@@ -156,7 +156,10 @@ func (r *Runner) build() (gokaProcessor, error) {
 	build := countingBuilder(cfg.StateDir, cfg.Logger,
 		func(_ string, p int32, n int64) { cfg.TableSize(p, n) },
 		func(_ string, p int32) { cfg.TableClosed(p) })
-	proc, err := goka.NewProcessor(cfg.Brokers, engine.Graph(r.topo),
+	// The topology dead-letters an event whose records are larger than the
+	// producer sends: a refused emit would stop the processor, and fail
+	// again after every restart.
+	proc, err := goka.NewProcessor(cfg.Brokers, engine.Graph(r.topo, sc.Producer.MaxMessageBytes),
 		goka.WithStorageBuilder(build),
 		goka.WithTopicManagerBuilder(ownedTopicsBuilder(sc, cfg.Logger)),
 		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(sc)),
@@ -165,7 +168,6 @@ func (r *Runner) build() (gokaProcessor, error) {
 		goka.WithNilHandling(goka.NilProcess),
 		goka.WithClientID(cfg.ClientID),
 		goka.WithLogger(slogPrinter{cfg.Logger}),
-		goka.WithContextWrapper(func(c goka.Context) goka.Context { return limitedContext{c, sc.Producer.MaxMessageBytes} }),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("build goka processor: %w", err)
@@ -332,15 +334,3 @@ func (p slogPrinter) Println(args ...any) { p.l.Info(fmt.Sprint(args...), "compo
 func (p slogPrinter) Printf(format string, args ...any) {
 	p.l.Info(fmt.Sprintf(format, args...), "component", "goka")
 }
-
-// limitedContext tells the topology the largest record goka's producer
-// sends (engine.RecordLimiter): a larger one would fail its emit, stop the
-// processor and fail again after every restart.
-type limitedContext struct {
-	gokaContext // embedded under another name: goka.Context has a method Context
-	max         int
-}
-
-type gokaContext = goka.Context
-
-func (c limitedContext) MaxRecordBytes() int { return c.max }

@@ -36,11 +36,15 @@
 // Each claim's goroutine decodes its records ahead (engine.Prepare) and hands
 // them in batches to the member's one loop goroutine, which owns the stores,
 // the open transaction and the offsets. For each record the loop runs the
-// topology's engine with a txnContext: table reads go to the store's
-// in-memory overlay over LevelDB, table writes go to the overlay and to the
-// changelog (queueChangelog), outputs, dead letters and loop records are
-// streamed into the open transaction (txn.go send). Nothing of it is visible
-// to read_committed consumers, and nothing is in LevelDB, before the commit.
+// topology's engine (engine.ProcessRecord) with a txnContext as its
+// engine.Runtime: table reads go to the store's in-memory overlay over
+// LevelDB, table writes go to the overlay and to the changelog
+// (queueChangelog), outputs, dead letters and loop records are streamed into
+// the open transaction (txn.go send). Nothing of it is visible to
+// read_committed consumers, and nothing is in LevelDB, before the commit. An
+// error the engine returns aborts the transaction; one that is not the
+// handler's interruption (a table partition that cannot be read or decoded)
+// also stops the member, as it would fail again on every retry.
 //
 // # Commit (commit.go, store_seal.go, commit_watch.go)
 //

@@ -2,7 +2,6 @@ package processor
 
 import (
 	"github.com/IBM/sarama"
-	"github.com/lovoo/goka"
 
 	"github.com/dedupkit/dedup"
 )
@@ -41,14 +40,6 @@ func recordHeaders(h dedup.Headers) []sarama.RecordHeader {
 		out[i] = sarama.RecordHeader{Key: []byte(x.Key), Value: x.Value}
 	}
 	return out
-}
-
-// saramaHeaders converts goka's header map (for goka.Context callers).
-func saramaHeaders(h goka.Headers) []sarama.RecordHeader {
-	if len(h) == 0 {
-		return nil
-	}
-	return h.ToSarama()
 }
 
 func (k *headerKeys) key(b []byte) string {

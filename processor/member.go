@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/lovoo/goka"
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/engine"
@@ -29,7 +28,6 @@ import (
 type member struct {
 	cfg        *Config
 	topo       *dedup.Topology
-	codecs     *codecSet
 	hooks      Hooks
 	log        *slog.Logger
 	memberName string // transactional.id and static group instance id
@@ -83,7 +81,6 @@ type member struct {
 // for it ahead of the loop (see prepare).
 type inbound struct {
 	msg      *sarama.ConsumerMessage
-	key      string // msg.Key as a string
 	prep     *engine.Prepared
 	progress *claimProgress // of msg's claim (lag.go)
 }
@@ -91,13 +88,6 @@ type inbound struct {
 // bigRestore is the number of restored records after which Setup returns the
 // restore's heap to the OS.
 const bigRestore = 100_000
-
-// codecSet holds the graph's codecs by topic.
-type codecSet struct {
-	table   goka.Codec
-	loop    goka.Codec
-	outputs map[string]goka.Codec
-}
 
 // crash is an injected fault: the member stops dead, without aborting.
 type crash struct{ err error }
@@ -314,10 +304,8 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 // loop (BenchmarkProcess/prepare and /rekey-owned), so the loop's time goes
 // to the table.
 func (m *member) prepare(keys *headerKeys, msg *sarama.ConsumerMessage) inbound {
-	in := inbound{msg: msg, key: string(msg.Key)}
-	in.prep = engine.Prepare(m.topo, dedup.Record{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset,
-		Timestamp: msg.Timestamp, Key: in.key, Headers: keys.headers(msg.Headers), Value: msg.Value})
-	return in
+	return inbound{msg: msg, prep: engine.Prepare(m.topo, dedup.Record{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset,
+		Timestamp: msg.Timestamp, Key: string(msg.Key), Headers: keys.headers(msg.Headers), Value: msg.Value})}
 }
 
 // hand queues a batch for the loop; false when the session ended first.
@@ -479,35 +467,30 @@ func (m *member) handle(sess sarama.ConsumerGroupSession, in inbound) {
 	}
 }
 
-// process runs the topology's callback for one message. The input and loop
-// codecs of a dedup topology pass bytes through, so the value is the record
-// value (nil for a null value, like goka's NilProcess).
+// process runs the topology's engine for one message, prepared on its
+// claim's goroutine. A failure of the runtime (a table partition it cannot
+// read or decode) aborts the transaction and stops the member: the same
+// message would fail every transaction that holds it again.
 func (m *member) process(sess sarama.ConsumerGroupSession, in inbound) {
 	msg := in.msg
-	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(*failure)
-			if !ok {
-				panic(r)
-			}
-			m.abort(fmt.Errorf("callback failed at %s/%d@%d: %w", msg.Topic, msg.Partition, msg.Offset, f.err))
-			m.fatal = f.err
-		}
-	}()
 	t := m.tables[msg.Partition]
+	var err error
 	if t == nil {
-		fail(fmt.Errorf("message from unassigned partition %s/%d", msg.Topic, msg.Partition))
+		err = fmt.Errorf("message from unassigned partition %s/%d", msg.Topic, msg.Partition)
+	} else {
+		err = engine.ProcessRecord(m.topo, &txnContext{m: m, ctx: sess.Context(), table: t}, in.prep, msg.Value)
 	}
-	err := engine.ProcessRecord(m.topo, &txnContext{m: m, ctx: sess.Context(), msg: msg, key: in.key, prep: in.prep, table: t}, msg.Value)
-	if errors.Is(err, dedup.ErrInterrupted) {
+	switch {
+	case errors.Is(err, dedup.ErrInterrupted):
 		// The handler gave up because the session ended: nothing of the
 		// transaction is kept, and the partition's next owner (or this
 		// member, after it rejoined) processes the event again.
 		m.abort(fmt.Errorf("at %s/%d@%d: %w", msg.Topic, msg.Partition, msg.Offset, err))
 		return
-	}
-	if err != nil {
-		fail(err)
+	case err != nil:
+		m.abort(fmt.Errorf("callback failed at %s/%d@%d: %w", msg.Topic, msg.Partition, msg.Offset, err))
+		m.fatal = err
+		return
 	}
 	if m.txn.offsets[msg.Topic] == nil {
 		m.txn.offsets[msg.Topic] = map[int32]int64{}
@@ -522,8 +505,8 @@ func (m *member) queue(topic, key string, value []byte, headers []sarama.RecordH
 }
 
 // queueChangelog streams a record of the table partition's changelog.
-func (m *member) queueChangelog(partition int32, key string, value []byte, headers []sarama.RecordHeader) {
-	msg := newRecord(m.tableTopic, key, value, headers)
+func (m *member) queueChangelog(partition int32, key string, value []byte) {
+	msg := newRecord(m.tableTopic, key, value, nil)
 	msg.Partition, msg.Metadata = partition, manualPartition{}
 	m.send(msg)
 }

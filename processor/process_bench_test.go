@@ -9,11 +9,9 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/lovoo/goka"
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/codecs"
-	"github.com/dedupkit/dedup/internal/engine"
 )
 
 // benchSession is the part of a group session process uses.
@@ -43,14 +41,9 @@ func newTestMember(tb testing.TB, producer sarama.AsyncProducer, partitions ...i
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
 		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward(), HandlerRetries: 3,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	graph := engine.Graph(topo)
-	cs := &codecSet{table: graph.GroupTable().Codec(), loop: graph.LoopStream().Codec(), outputs: map[string]goka.Codec{}}
-	for _, e := range graph.OutputStreams() {
-		cs.outputs[e.Topic()] = e.Codec()
-	}
 	cfg := &Config{Brokers: []string{"unused:9092"}, StateDir: tb.TempDir()}
 	cfg.setDefaults()
-	m := &member{cfg: cfg, topo: topo, codecs: cs, hooks: NopHooks{}, log: cfg.Logger, memberName: "bench-0",
+	m := &member{cfg: cfg, topo: topo, hooks: NopHooks{}, log: cfg.Logger, memberName: "bench-0",
 		tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: benchPartitions,
 		tables: map[int32]*partitionTable{}, txn: newTxnState(), producer: producer, cancelSession: func() {}}
 	for _, p := range partitions {
@@ -73,7 +66,7 @@ type ackProducer struct {
 	nacks                chan *sarama.ProducerError
 }
 
-func newAckProducer(b *testing.B) *ackProducer {
+func newAckProducer(tb testing.TB) *ackProducer {
 	p := &ackProducer{in: make(chan *sarama.ProducerMessage, 256), acks: make(chan *sarama.ProducerMessage, 256),
 		nacks: make(chan *sarama.ProducerError)}
 	go func() {
@@ -81,7 +74,7 @@ func newAckProducer(b *testing.B) *ackProducer {
 			p.acks <- msg
 		}
 	}()
-	b.Cleanup(func() { close(p.in) })
+	tb.Cleanup(func() { close(p.in) })
 	return p
 }
 
@@ -145,7 +138,7 @@ func commitEvery(b *testing.B, m *member, i, n int) {
 }
 
 // BenchmarkProcess is the exactly-once runtime's per-message work: the
-// topology callback under txnContext (decode, key, table lookup through the
+// topology's engine under txnContext (decode, key, table lookup through the
 // overlay, handler, queueing the output and changelog records).
 func BenchmarkProcess(b *testing.B) {
 	sess := benchSession{ctx: context.Background()}

@@ -11,7 +11,6 @@ import (
 	"github.com/lovoo/goka"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/internal/engine"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/metrics"
 )
@@ -69,14 +68,6 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 		}
 	}
 	topo = &run
-	graph := engine.Graph(topo)
-	codecs := &codecSet{table: graph.GroupTable().Codec(), outputs: map[string]goka.Codec{}}
-	if l := graph.LoopStream(); l != nil {
-		codecs.loop = l.Codec()
-	}
-	for _, e := range graph.OutputStreams() {
-		codecs.outputs[e.Topic()] = e.Codec()
-	}
 	instance := cfg.InstanceID
 	if instance == "" {
 		var err error
@@ -105,7 +96,7 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	p := &Processor{cfg: cfg, topo: topo, partitions: partitions}
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
-		m := &member{cfg: &p.cfg, topo: topo, codecs: codecs, hooks: cfg.Hooks, memberName: name, maxRecord: cfg.maxRecord,
+		m := &member{cfg: &p.cfg, topo: topo, hooks: cfg.Hooks, memberName: name, maxRecord: cfg.maxRecord,
 			tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: partitions,
 			log: cfg.Logger.With("member", name), producerCfg: producerConfig(&cfg, name)}
 		if err := m.connect(); err != nil {
@@ -157,8 +148,8 @@ const defaultMaxRecord = 1_000_000
 // sarama builds batches up to its Producer.MaxMessageBytes for every topic
 // alike, and a batch a topic refuses aborts every transaction that holds it,
 // so the limit must fit the smallest topic. The topology dead-letters an
-// event whose records would not fit (engine.RecordLimiter). unread are the
-// topics whose limit the worker may not read (no DescribeConfigs).
+// event whose records would not fit (txnContext.MaxRecordBytes). unread are
+// the topics whose limit the worker may not read (no DescribeConfigs).
 func recordLimit(ctx context.Context, cfg *Config, topo *dedup.Topology) (limit int, unread []string, err error) {
 	sc := baseConfig(cfg, "dedup-admin")
 	sc.Metadata.Retry.Max = 3

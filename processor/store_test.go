@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lovoo/goka"
-
 	"github.com/dedupkit/dedup/codecs"
 )
 
@@ -127,17 +125,6 @@ func TestStoreWipe(t *testing.T) {
 	next, _ := s.ChangelogNext()
 	if a, _ := s.Get("a"); a != nil || next != -1 || s.entries != 0 {
 		t.Fatalf("wipe left a=%v next=%d entries=%d", a != nil, next, s.entries)
-	}
-}
-
-func TestOptionHeaders(t *testing.T) {
-	h, err := optionHeaders([]goka.ContextOption{goka.WithCtxEmitHeaders(goka.Headers{"a": []byte("1")}),
-		goka.WithCtxEmitHeaders(goka.Headers{"b": []byte("2")})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(h["a"]) != "1" || string(h["b"]) != "2" {
-		t.Fatalf("headers %v", h)
 	}
 }
 

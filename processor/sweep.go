@@ -62,7 +62,7 @@ func (m *member) sweep(now time.Time) (more bool) {
 				continue // re-set since it was scanned
 			}
 			s.Delete(k)
-			m.queueChangelog(p, k, nil, nil)
+			m.queueChangelog(p, k, nil)
 			deleted++
 		}
 		if deleted > 0 {

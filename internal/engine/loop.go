@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/lovoo/goka"
 )
 
 // dedup.Headers of a loop record that carry the original input record's position
@@ -55,29 +53,4 @@ func loopSource(headers dedup.Headers) (dedup.Position, string, dedup.Headers, e
 		}
 	}
 	return pos, get(headerLoopSrcKey), orig, nil
-}
-
-// headersOf converts goka's header map (whose order is lost already).
-func headersOf(m goka.Headers) dedup.Headers {
-	if len(m) == 0 {
-		return nil
-	}
-	h := make(dedup.Headers, 0, len(m))
-	for k, v := range m {
-		h = append(h, dedup.Header{Key: k, Value: v})
-	}
-	return h
-}
-
-// gokaHeaders converts to goka's header map: order and repeated keys are lost
-// (the last value of a key wins).
-func gokaHeaders(h dedup.Headers) goka.Headers {
-	if len(h) == 0 {
-		return nil
-	}
-	m := make(goka.Headers, len(h))
-	for _, x := range h {
-		m[x.Key] = x.Value
-	}
-	return m
 }

@@ -10,32 +10,30 @@ import (
 )
 
 // Prepared is the part of processing a record that needs no table and no
-// context: the loop header's source position, the envelope decode and the
-// dedup key. Process does it first; a runtime can do it ahead, on the
-// goroutine that consumed the record, and hand it over (PreparedContext), so
-// the one goroutine that owns the table spends its time on the table. The
-// envelope decode was a tenth of the exactly-once worker's CPU, all of it in
-// that goroutine.
+// runtime: the loop header's source position, the envelope decode and the
+// dedup key. The runtime hands it to ProcessRecord; it may prepare ahead, on
+// the goroutine that consumed the record, so that the one goroutine that
+// owns the table spends its time on the table (the exactly-once runtime
+// does: the envelope decode was a tenth of its worker's CPU, all of it in
+// that goroutine).
 type Prepared struct {
 	fromLoop bool
-	pos      dedup.Position // where the event was first read (the loop's source for loop records)
-	recKey   string         // that record's key
-	headers  dedup.Headers  // that record's headers
-	event    *codecs.Event
-	key      string // the dedup key
+	// Where the event was first read (the loop's source for loop records),
+	// and that record's key and headers. A loop record without its source
+	// (dedup.ReasonBadLoopRecord) keeps its own headers, with no position
+	// or key: it names no source the dead letter could claim.
+	pos     dedup.Position
+	recKey  string
+	headers dedup.Headers
+	event   *codecs.Event
+	key     string // the dedup key
 	// reason and err say why the record goes to the dead-letter topic
 	// instead; reason is "" for a record to judge.
 	reason string
 	err    error
 }
 
-// PreparedContext is a goka.Context whose runtime called Prepare for the
-// record already; Prepared returns that result, nil when it did not.
-type PreparedContext interface {
-	Prepared() *Prepared
-}
-
-// Prepare decodes rec as Process would. It reads only the topology's
+// Prepare decodes rec for ProcessRecord. It reads only the topology's
 // definition, so runtimes may call it from any goroutine, concurrently.
 func Prepare(t *dedup.Topology, rec dedup.Record) *Prepared {
 	p := &Prepared{

@@ -7,26 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
-
-	"github.com/lovoo/goka"
 )
-
-// RecordLimiter is a goka.Context of a runtime that knows the largest
-// record its producer sends. The topology checks every record of an event
-// against it before writing any: a record the producer or a topic refuses
-// would fail the whole transaction again at every retry, stopping every
-// partition of the member for good, where a dead letter stops only that
-// event.
-type RecordLimiter interface {
-	MaxRecordBytes() int
-}
-
-func maxRecord(ctx goka.Context) int {
-	if l, ok := ctx.(RecordLimiter); ok {
-		return l.MaxRecordBytes()
-	}
-	return 0
-}
 
 // checkSizes reports the first message larger than limit (0: no limit).
 func checkSizes(outs []dedup.Message, outputs []string, limit int) error {
