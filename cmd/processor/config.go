@@ -110,23 +110,11 @@ func parseConfig(name string, args []string, env func(string) (string, bool)) (*
 	cfg := &Config{}
 	fs := cfg.flags(name)
 	fs.SetOutput(os.Stderr)
-	var envErrs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		key := envName(f.Name)
-		if v, ok := env(key); ok {
-			if err := fs.Set(f.Name, v); err != nil {
-				envErrs = append(envErrs, fmt.Errorf("%s (for --%s): %w", key, f.Name, err))
-			}
-		}
-	})
-	if err := errors.Join(envErrs...); err != nil {
+	if err := setFromEnv(fs, env); err != nil {
 		return nil, err
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if cfg.DLQ == "" && cfg.Group != "" {
 		cfg.DLQ = cfg.Group + "-dlq"
@@ -138,6 +126,34 @@ func parseConfig(name string, args []string, env func(string) (string, bool)) (*
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// setFromEnv sets each flag of fs whose PROCESSOR_ variable env holds; the
+// command line, parsed after it, wins. Every bad value is reported, each
+// naming its variable and flag.
+func setFromEnv(fs *flag.FlagSet, env func(string) (string, bool)) error {
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		key := envName(f.Name)
+		if v, ok := env(key); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s (for --%s): %w", key, f.Name, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// parseArgs parses the command line into fs; the commands take no
+// positional arguments.
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return nil
 }
 
 func envName(flagName string) string {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,22 +30,11 @@ func runProbe(ctx context.Context, args []string, env func(string) (string, bool
 	var addr, path string
 	var timeout time.Duration
 	fs := probeFlags(&addr, &path, &timeout)
-	var envErrs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if v, ok := env(envName(f.Name)); ok {
-			if err := fs.Set(f.Name, v); err != nil {
-				envErrs = append(envErrs, fmt.Errorf("%s (for --%s): %w", envName(f.Name), f.Name, err))
-			}
-		}
-	})
-	if err := errors.Join(envErrs...); err != nil {
+	if err := setFromEnv(fs, env); err != nil {
 		return err
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	url, err := probeURL(addr, path)
 	if err != nil {

@@ -86,25 +86,14 @@ func parseRedrive(args []string, env func(string) (string, bool), stderr io.Writ
 	var show int
 	fs, lists := redriveFlags(&cfg, &show)
 	fs.SetOutput(stderr)
-	var envErrs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if v, ok := env(envName(f.Name)); ok {
-			if err := fs.Set(f.Name, v); err != nil {
-				envErrs = append(envErrs, fmt.Errorf("%s (for --%s): %w", envName(f.Name), f.Name, err))
-			}
-		}
-	})
-	if err := errors.Join(envErrs...); err != nil {
+	if err := setFromEnv(fs, env); err != nil {
 		return cfg, 0, err
 	}
 	for _, l := range lists {
 		l.fromEnv = len(l.vals) > 0
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return cfg, 0, err
-	}
-	if fs.NArg() > 0 {
-		return cfg, 0, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	err := cfg.Validate()
 	if show < 0 {

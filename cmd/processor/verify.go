@@ -37,22 +37,11 @@ func parseVerify(args []string, env func(string) (string, bool), stderr io.Write
 	var show int
 	fs := verifyFlags(&cfg, &show)
 	fs.SetOutput(stderr)
-	var envErrs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if v, ok := env(envName(f.Name)); ok {
-			if err := fs.Set(f.Name, v); err != nil {
-				envErrs = append(envErrs, fmt.Errorf("%s (for --%s): %w", envName(f.Name), f.Name, err))
-			}
-		}
-	})
-	if err := errors.Join(envErrs...); err != nil {
+	if err := setFromEnv(fs, env); err != nil {
 		return cfg, 0, err
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return cfg, 0, err
-	}
-	if fs.NArg() > 0 {
-		return cfg, 0, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if cfg.IDSource.SourceHeader == "" && cfg.IDSource.Header == "ce_id" {
 		cfg.IDSource.SourceHeader = "ce_source"
