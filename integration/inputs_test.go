@@ -2,17 +2,13 @@ package integration
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/atleastonce"
 	"github.com/dedupkit/dedup/internal/kafkatest"
-	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/processor"
 )
 
@@ -122,29 +118,9 @@ func TestSeveralInputsOfDifferentPartitionCountsFailTheStart(t *testing.T) {
 		e.input + " has 3, " + second + " has 2)",
 		"`kafka-topics.sh --bootstrap-server " + strings.Join(e.brokers, ",") + " --alter --topic " + second + " --partitions 3`"}
 	for _, runtime := range []string{"exactly-once", "best-effort"} {
-		logs := &syncBuffer{}
 		topo := e.topology(group, &counter{})
 		topo.Inputs = append(topo.Inputs, second)
-		topo.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		var err error
-		if runtime == "exactly-once" {
-			_, err = processor.New(t.Context(), processor.Config{Brokers: e.brokers, StateDir: t.TempDir(), Logger: topo.Logger}, topo)
-		} else {
-			_, err = atleastonce.New(t.Context(), atleastonce.Config{Brokers: e.brokers, StateDir: t.TempDir(),
-				CommitInterval: 100 * time.Millisecond, Replication: -1, Logger: topo.Logger}, topo)
-		}
-		if !errors.Is(err, kafkautil.ErrTopicMismatch) {
-			t.Fatalf("%s: started with %v, want kafkautil.ErrTopicMismatch", runtime, err)
-		}
-		for _, w := range want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: the error does not say %q:\n%v", runtime, w, err)
-			}
-		}
-		if strings.Contains(logs.String(), "retrying") {
-			t.Fatalf("%s: the mismatch was retried:\n%s", runtime, logs)
-		}
-		t.Logf("%s: %v", runtime, err)
+		startFailsWithMismatch(t, e, runtime, topo, want)
 	}
 }
 

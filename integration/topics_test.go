@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/atleastonce"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/kafkautil"
@@ -58,35 +59,43 @@ func TestExistingTopicsThatDoNotFitFailTheStart(t *testing.T) {
 			}
 			want := tc.want(group, strings.Join(e.brokers, ","), e.input)
 			for _, runtime := range []string{"exactly-once", "at-least-once"} {
-				logs := &syncBuffer{}
-				topo := e.topology(group, &counter{})
-				topo.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-				var err error
-				if runtime == "exactly-once" {
-					_, err = processor.New(t.Context(), processor.Config{Brokers: e.brokers, StateDir: t.TempDir(),
-						Logger: topo.Logger}, topo)
-				} else {
-					_, err = atleastonce.New(t.Context(), atleastonce.Config{Brokers: e.brokers, StateDir: t.TempDir(),
-						CommitInterval: 100 * time.Millisecond, Replication: -1, Logger: topo.Logger}, topo)
-				}
-				if !errors.Is(err, kafkautil.ErrTopicMismatch) {
-					t.Fatalf("%s: started with %v, want kafkautil.ErrTopicMismatch", runtime, err)
-				}
-				for _, w := range want {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("%s: the error does not say %q:\n%v", runtime, w, err)
-					}
-				}
+				err := startFailsWithMismatch(t, e, runtime, e.topology(group, &counter{}), want)
 				if tc.wantNoFix != "" && strings.Contains(err.Error(), tc.wantNoFix) {
 					t.Errorf("%s: the error offers %q, which does not apply:\n%v", runtime, tc.wantNoFix, err)
 				}
-				if strings.Contains(logs.String(), "retrying") {
-					t.Fatalf("%s: the mismatch was retried:\n%s", runtime, logs)
-				}
-				t.Logf("%s: %v", runtime, err)
 			}
 		})
 	}
+}
+
+// startFailsWithMismatch starts topo under runtime ("exactly-once" or
+// another: goka's) and requires the start to fail at once, without a retry,
+// with kafkautil.ErrTopicMismatch saying each of want. It returns the error.
+func startFailsWithMismatch(t *testing.T, e *env, runtime string, topo *dedup.Topology, want []string) error {
+	t.Helper()
+	logs := &syncBuffer{}
+	topo.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var err error
+	if runtime == "exactly-once" {
+		_, err = processor.New(t.Context(), processor.Config{Brokers: e.brokers, StateDir: t.TempDir(),
+			Logger: topo.Logger}, topo)
+	} else {
+		_, err = atleastonce.New(t.Context(), atleastonce.Config{Brokers: e.brokers, StateDir: t.TempDir(),
+			CommitInterval: 100 * time.Millisecond, Replication: -1, Logger: topo.Logger}, topo)
+	}
+	if !errors.Is(err, kafkautil.ErrTopicMismatch) {
+		t.Fatalf("%s: started with %v, want kafkautil.ErrTopicMismatch", runtime, err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%s: the error does not say %q:\n%v", runtime, w, err)
+		}
+	}
+	if strings.Contains(logs.String(), "retrying") {
+		t.Fatalf("%s: the mismatch was retried:\n%s", runtime, logs)
+	}
+	t.Logf("%s: %v", runtime, err)
+	return err
 }
 
 // Topics made beforehand as the worker would make them (an operator's
