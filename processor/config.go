@@ -34,6 +34,14 @@ type Config struct {
 	TransactionTimeout time.Duration
 	// SessionTimeout of the group membership (default 10s).
 	SessionTimeout time.Duration
+	// LeaveGroupOnStop makes every clean stop (Run's context cancelled) a
+	// stop for good: once the members committed and closed, they are
+	// removed from the group, so the other instances take their partitions
+	// at once rather than after SessionTimeout. Off by default: a plain
+	// stop is taken for a restart, which static membership serves by
+	// giving the instance its partitions back without a rebalance.
+	// Processor.LeaveGroupOnStop asks it for one stop.
+	LeaveGroupOnStop bool
 	// MaxBatch commits early once a transaction holds this many produced
 	// records (default 20000), bounding memory and transaction size.
 	MaxBatch int

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -24,6 +25,8 @@ type Processor struct {
 	members    []*member
 	partitions int32 // of the inputs, the table and the loop
 	closed     bool  // by close; only New and Run call it, one after the other
+	// leave is set by LeaveGroupOnStop: this stop leaves the group.
+	leave atomic.Bool
 }
 
 // New validates, creates the topics the topology writes (the inputs must
@@ -209,10 +212,23 @@ func (m *member) connect() error {
 	return nil
 }
 
-// Run processes until ctx is cancelled (then it commits and leaves cleanly)
-// or a member fails fatally, which stops the others. The error names
+// Run processes until ctx is cancelled (then it commits and closes cleanly)
+// or a member fails fatally, which stops the others. A clean stop with
+// Config.LeaveGroupOnStop or LeaveGroupOnStop removes the instance's
+// members from the group once they closed (leave.go). The error names
 // Kafka's error codes (kafkautil.Named).
 func (p *Processor) Run(ctx context.Context) error {
+	err := p.run(ctx)
+	// Only a clean stop leaves: after a failure the instance is likely
+	// restarted, and after ErrInstanceFenced the members of that name
+	// belong to the other live instance.
+	if err == nil && ctx.Err() != nil && (p.cfg.LeaveGroupOnStop || p.leave.Load()) {
+		p.leaveGroup(ctx)
+	}
+	return err
+}
+
+func (p *Processor) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer p.close()

@@ -116,6 +116,10 @@ func TestParseConfigNamesTheBadFlag(t *testing.T) {
 		{"bad stale policy", append(required, "--stale-events", "drop"), nil, "--stale-events:"},
 		{"bad rekey policy", append(required, "--rekey", "sometimes"), nil, "--rekey:"},
 		{"rekey never best-effort", append(required, "--rekey", "never", "--guarantee", "best-effort"), nil, "--rekey: never needs --guarantee=exactly-once"},
+		{"leave group with best-effort", append(required, "--guarantee", "best-effort", "--leave-group-on-stop"), nil,
+			"--leave-group-on-stop: exactly-once only"},
+		{"bad leave group from env", required, map[string]string{"PROCESSOR_LEAVE_GROUP_ON_STOP": "sometimes"},
+			"PROCESSOR_LEAVE_GROUP_ON_STOP (for --leave-group-on-stop)"},
 		{"zero sweep interval", append(required, "--sweep-interval", "0s"), nil, "--sweep-interval:"},
 		{"sweep interval with best-effort", append(required, "--sweep-interval", "5m", "--guarantee", "best-effort"), nil, "--sweep-interval: 5m0s: exactly-once only"},
 		{"TLS file without --tls", append(required, "--tls-ca-file", "/etc/ssl/ca.pem"), nil, "--tls-ca-file: set without --tls"},
@@ -144,6 +148,33 @@ func TestParseConfigNamesTheBadFlag(t *testing.T) {
 			_, err := parseConfig("t", tt.args, envMap(tt.env))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// --leave-group-on-stop is off unless the flag or the environment sets it;
+// the command line wins over the environment.
+func TestParseConfigLeaveGroupOnStop(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want bool
+	}{
+		{"default", nil, nil, false},
+		{"flag", []string{"--leave-group-on-stop"}, nil, true},
+		{"env", nil, map[string]string{"PROCESSOR_LEAVE_GROUP_ON_STOP": "true"}, true},
+		{"flag wins over env", []string{"--leave-group-on-stop=false"}, map[string]string{"PROCESSOR_LEAVE_GROUP_ON_STOP": "true"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseConfig("t", append(slices.Clone(required), tt.args...), envMap(tt.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.LeaveGroup != tt.want {
+				t.Fatalf("LeaveGroup = %v, want %v", cfg.LeaveGroup, tt.want)
 			}
 		})
 	}

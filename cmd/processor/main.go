@@ -45,7 +45,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	// SIGTERM and SIGINT cancel ctx; the worker then finishes the message in
-	// hand, commits and closes.
+	// hand, commits and closes (and leaves the group with
+	// --leave-group-on-stop).
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
@@ -55,7 +56,11 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		var cfg *Config
 		cfg, err = parseConfig("processor run", args[1:], os.LookupEnv)
 		if err == nil {
-			err = runWorker(ctx, cfg, os.Stderr)
+			// SIGUSR1 stops the worker for good: it commits, closes and
+			// leaves the consumer group (a scale-in, not a restart).
+			forGood, stopForGood := signal.NotifyContext(context.Background(), syscall.SIGUSR1)
+			defer stopForGood()
+			err = runWorker(ctx, forGood, cfg, os.Stderr)
 		}
 	case "demo":
 		err = runDemo(ctx, args[1:], stdout)

@@ -22,8 +22,10 @@ type worker interface {
 	Ready() bool
 }
 
-// runWorker assembles the worker from cfg and runs it until ctx is done.
-func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
+// runWorker assembles the worker from cfg and runs it until ctx or forGood
+// is done. forGood ends the run as ctx does and makes the stop leave the
+// consumer group (processor.Processor.LeaveGroupOnStop): a stop for good.
+func runWorker(ctx, forGood context.Context, cfg *Config, logOut *os.File) error {
 	log := newLogger(cfg, logOut)
 	logGuarantee(log, cfg.Guarantee)
 	// Before anything big is allocated: a restore is the worker's memory peak.
@@ -45,17 +47,20 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 	}
 	var w worker
 	var mux *http.ServeMux
+	// leave makes this stop leave the group; goka's best-effort members
+	// are dynamic and leave on every stop already.
+	leave := func() {}
 	switch cfg.Guarantee {
 	case ExactlyOnce:
 		var p *processor.Processor
 		p, err = processor.New(ctx, processor.Config{
 			Brokers: cfg.Brokers, Security: cfg.Security, StateDir: cfg.StateDir, InstanceID: cfg.InstanceID, CommitInterval: cfg.CommitInterval,
 			Threads: cfg.Threads, SessionTimeout: cfg.SessionTimeout, SweepInterval: cfg.SweepInterval, Replication: int16(cfg.Replication), Logger: log,
-			Registerer:      reg,
+			Registerer: reg, LeaveGroupOnStop: cfg.LeaveGroup,
 			ReadyAbortLimit: cfg.ReadyAbortLimit, ReadyStallAfter: cfg.ReadyStallAfter, LiveStallAfter: cfg.LiveStallAfter,
 		}, topo)
 		if err == nil {
-			w, mux = p, http.NewServeMux()
+			w, mux, leave = p, http.NewServeMux(), p.LeaveGroupOnStop
 			mux.Handle("/", p.HTTPHandler())
 		}
 	default:
@@ -84,6 +89,12 @@ func runWorker(ctx context.Context, cfg *Config, logOut *os.File) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	stopForGood := context.AfterFunc(forGood, func() {
+		log.Info("asked to stop for good: the worker leaves the consumer group once it has committed")
+		leave()
+		cancel()
+	})
+	defer stopForGood()
 	waitHTTP := func() error { return nil }
 	if cfg.HTTPAddr != "" {
 		waitHTTP, err = metrics.Serve(ctx, cfg.HTTPAddr, mux, log)
