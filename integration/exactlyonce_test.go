@@ -33,7 +33,7 @@ func (e *env) startEOS(topo *dedup.Topology, cfg processor.Config) *worker {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
-	w.ready = p.Ready
+	w.ready, w.leave = p.Ready, p.LeaveGroupOnStop
 	go func() { w.done <- p.Run(ctx) }()
 	e.t.Cleanup(func() { w.stop(e.t) })
 	return w

@@ -131,6 +131,7 @@ func (e *env) topology(group string, obs dedup.Observer) *dedup.Topology {
 // worker is a running best-effort runner (goka's runtime, package atleastonce).
 type worker struct {
 	ready  func() bool // every member of the worker has its partitions (exactly-once)
+	leave  func()      // Processor.LeaveGroupOnStop (exactly-once)
 	cancel context.CancelFunc
 	done   chan error
 	sizes  sync.Map // partition -> table size
@@ -197,13 +198,21 @@ func (e *env) produce(recs ...kafkatest.Record) []kafkatest.Record {
 // loop, and the input offset is committed once the loop record is written.
 func (e *env) waitProcessed(group string) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	if err := e.processedWithin(group, 60*time.Second); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// processedWithin is waitProcessed's wait, bounded by timeout.
+func (e *env) processedWithin(group string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	for _, topic := range []string{e.input, group + "-loop"} {
 		if err := kafkatest.WaitCommitted(ctx, e.brokers, group, topic); err != nil {
-			e.t.Fatal(err)
+			return fmt.Errorf("group %s, topic %s not committed within %v: %w", group, topic, timeout, err)
 		}
 	}
+	return nil
 }
 
 // read returns everything committed on topic, once no transaction is open.

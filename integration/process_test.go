@@ -76,15 +76,21 @@ func (p *proc) kill() {
 // term sends SIGTERM and requires a clean exit.
 func (p *proc) term() {
 	p.t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.stopWith(syscall.SIGTERM)
+}
+
+// stopWith sends sig and requires a clean exit.
+func (p *proc) stopWith(sig syscall.Signal) {
+	p.t.Helper()
+	p.cmd.Process.Signal(sig)
 	select {
 	case err := <-p.exited:
 		p.exited <- err
 		if err != nil {
-			p.t.Fatalf("worker exit after SIGTERM: %v\n%s", err, p.logs.String())
+			p.t.Fatalf("worker exit after %v: %v\n%s", sig, err, p.logs.String())
 		}
 	case <-time.After(60 * time.Second):
-		p.t.Fatalf("worker did not stop after SIGTERM\n%s", p.logs.String())
+		p.t.Fatalf("worker did not stop after %v\n%s", sig, p.logs.String())
 	}
 }
 
