@@ -1,11 +1,15 @@
 package integration
 
 import (
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
+
+	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/processor"
 )
 
@@ -60,6 +64,10 @@ func TestStopForGoodHandsThePartitionsOverAtOnce(t *testing.T) {
 			}
 			a.stop(t)
 			stopped := time.Now()
+			// Run returned after the leave: the coordinator lists B alone.
+			if m := groupMembers(t, e.brokers, group); len(m) != 1 || m[0] != group+"-leave-b-0" {
+				t.Errorf("group members after A's stop: %v, want B's alone", m)
+			}
 			after := events("after", 60)
 			e.produce(after...)
 			if err := e.processedWithin(group, handOver); err != nil {
@@ -127,4 +135,43 @@ func TestWorkerBinaryStopForGood(t *testing.T) {
 			b.term()
 		})
 	}
+}
+
+// goka's best-effort members are dynamic (no group.instance.id): sarama
+// sends LeaveGroup when one closes, so once a stopped runner's Run has
+// returned the coordinator lists only the other instance. A static member
+// would stay listed for the session timeout.
+func TestBestEffortStopLeavesTheGroup(t *testing.T) {
+	e := newEnv(t, 4)
+	group := e.group("leave-be")
+	a := e.start(e.topology(group, &counter{}), t.TempDir())
+	b := e.start(e.topology(group, &counter{}), t.TempDir())
+	until(t, 60*time.Second, "both instances to hold partitions", func() bool {
+		return a.partitionsHeld() > 0 && b.partitionsHeld() > 0 && len(groupMembers(t, e.brokers, group)) == 2
+	})
+	a.stop(t)
+	if m := groupMembers(t, e.brokers, group); len(m) != 1 {
+		t.Fatalf("group members after A's stop: %v, want B's alone", m)
+	}
+}
+
+// groupMembers is the client IDs of group's members as its coordinator
+// lists them (an exactly-once member's is its member name).
+func groupMembers(t *testing.T, brokers []string, group string) []string {
+	t.Helper()
+	admin, err := sarama.NewClusterAdmin(brokers, kafkatest.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	groups, err := admin.DescribeConsumerGroups([]string{group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range groups[0].Members {
+		ids = append(ids, m.ClientId)
+	}
+	slices.Sort(ids)
+	return ids
 }
