@@ -70,6 +70,16 @@
 // A record the broker refuses as too large makes the member read the limits
 // again, so the event is dead-lettered when it comes again.
 //
+// # Stop (processor.go Run, leave.go)
+//
+// A cancelled context ends each member's session: its last transaction
+// commits, then the consumer groups and clients close. sarama sends no
+// LeaveGroup for a static member, so the coordinator keeps the members
+// until the session timeout, which serves a restart. A stop for good
+// (Config.LeaveGroupOnStop, Processor.LeaveGroupOnStop) then removes all
+// of the instance's members in one LeaveGroup request by group instance
+// ID (KIP-345); only a clean stop does, and a failure is logged.
+//
 // # Health and housekeeping (health.go, http.go, sweep.go, retention.go)
 //
 // The member reports consecutive aborts and how long consumed records have
