@@ -137,8 +137,8 @@ func TestPlan(t *testing.T) {
 		want:    map[string][]int32{"a": {1, 2}, "b": {0, 3}},
 	}, {
 		name: "claimed twice in one generation: the lower member ID wins", partitions: 4,
-		members: map[string]*prev{"a": {4, []int32{2, 3}}, "b": {4, []int32{0, 1, 2}}},
-		want:    map[string][]int32{"a": {2, 3}, "b": {0, 1}},
+		members: map[string]*prev{"a": {4, []int32{2}}, "b": {4, []int32{0, 2}}},
+		want:    map[string][]int32{"a": {1, 2}, "b": {0, 3}},
 	}, {
 		name: "partitions the topics no longer have are ignored", partitions: 4,
 		members: map[string]*prev{"a": {1, span(0, 8)}, "b": {1, span(8, 16)}},
