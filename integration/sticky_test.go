@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
+
+	"github.com/dedupkit/dedup/internal/assign"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/processor"
 )
@@ -169,4 +173,127 @@ func TestStickyAssignmentWhenAMemberJoins(t *testing.T) {
 	e.produce(append(third, second[:40]...)...)
 	e.waitProcessed(group)
 	e.exactlyOnce(slices.Concat([]kafkatest.Record{}, first, second, third))
+}
+
+// oldMember is a group member of a release that knows only goka's strategy:
+// it takes its partitions and processes nothing.
+type oldMember struct {
+	mu     sync.Mutex
+	claims map[string][]int32
+}
+
+func (o *oldMember) Setup(s sarama.ConsumerGroupSession) error {
+	o.mu.Lock()
+	o.claims = s.Claims()
+	o.mu.Unlock()
+	return nil
+}
+func (o *oldMember) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (o *oldMember) ConsumeClaim(_ sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	for range c.Messages() {
+	}
+	return nil
+}
+
+func (o *oldMember) held() map[string][]int32 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.claims
+}
+
+// groupProtocol is the assignment strategy the group runs on.
+func groupProtocol(t *testing.T, brokers []string, group string) string {
+	t.Helper()
+	admin, err := sarama.NewClusterAdmin(brokers, kafkatest.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	d, err := admin.DescribeConsumerGroups([]string{group})
+	if err != nil || len(d) != 1 {
+		t.Fatalf("describe group %s: %v", group, err)
+	}
+	return d[0].Protocol
+}
+
+// TestStickyAssignmentInAMixedGroup: during a rolling upgrade a member of a
+// release that lists only goka's strategy joins; the group agrees on goka's,
+// copartitioned as before, and returns to the sticky one when it leaves.
+func TestStickyAssignmentInAMixedGroup(t *testing.T) {
+	const partitions = 6
+	e := newEnv(t, partitions)
+	group := e.group("eos-mixed")
+	a := newAssignments(e.input)
+	topo := e.topology(group, &counter{})
+	topo.Logger = slog.New(a)
+	e.startEOS(topo, processor.Config{StateDir: t.TempDir()})
+	var gen int64
+	until(t, 60*time.Second, "the new member to hold the input", func() bool {
+		g, ok := settled([]*assignments{a}, 0, partitions)
+		gen = g
+		return ok
+	})
+	if p := groupProtocol(t, e.brokers, group); p != assign.Name {
+		t.Fatalf("group protocol %q with new members only, want %q", p, assign.Name)
+	}
+
+	cfg := kafkatest.Config()
+	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{goka.CopartitioningStrategy}
+	cfg.Consumer.Offsets.AutoCommit.Enable = false
+	oldGroup, err := sarama.NewConsumerGroup(e.brokers, group, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := &oldMember{}
+	ctx, cancel := context.WithCancel(context.Background())
+	consumed := make(chan struct{})
+	go func() {
+		defer close(consumed)
+		for ctx.Err() == nil {
+			if err := oldGroup.Consume(ctx, []string{e.input, topo.LoopTopic()}, old); err != nil && ctx.Err() == nil {
+				t.Errorf("old member: %v", err)
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	stopOld := func() {
+		once.Do(func() {
+			cancel()
+			<-consumed
+			oldGroup.Close()
+		})
+	}
+	t.Cleanup(stopOld)
+	until(t, 60*time.Second, "the old and the new member to share the input", func() bool {
+		g, parts := a.last()
+		held := old.held()
+		return g > gen && len(parts) == partitions/2 && len(held[e.input]) == partitions/2
+	})
+	gen, parts := a.last()
+	held := old.held()
+	if !slices.Equal(held[e.input], held[topo.LoopTopic()]) {
+		t.Errorf("the old member holds input %v and loop %v: not copartitioned", held[e.input], held[topo.LoopTopic()])
+	}
+	for _, p := range parts {
+		if slices.Contains(held[e.input], p) {
+			t.Errorf("partition %d held by both members", p)
+		}
+	}
+	if p := groupProtocol(t, e.brokers, group); p != "copartition" {
+		t.Errorf("group protocol %q with an old member, want goka's copartition", p)
+	}
+
+	stopOld()
+	until(t, 60*time.Second, "the new member to hold the input again", func() bool {
+		_, ok := settled([]*assignments{a}, gen, partitions)
+		return ok
+	})
+	if p := groupProtocol(t, e.brokers, group); p != assign.Name {
+		t.Errorf("group protocol %q after the old member left, want %q", p, assign.Name)
+	}
+	in := events("m", 60)
+	e.produce(in...)
+	e.waitProcessed(group)
+	e.exactlyOnce(in)
 }
