@@ -20,6 +20,15 @@
 // ID, so a restart on the same identity gets its partitions back without a
 // rebalance.
 //
+// # Assignment (internal/assign)
+//
+// The members join with a copartitioned, sticky strategy: a member gets the
+// same partitions of every input and the loop topic, so one table store per
+// partition serves them, and across a rebalance it keeps the partitions it
+// had, up to its share, because every partition that moves costs its new
+// owner a restore. Goka's copartitioning strategy is listed second, the one
+// a group agrees on while a member of an earlier release is in it.
+//
 // # Restore (member.go Setup, restore.go, store.go)
 //
 // When the group assigns partitions, Setup opens each partition's LevelDB

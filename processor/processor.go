@@ -12,6 +12,7 @@ import (
 	"github.com/lovoo/goka"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/assign"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/metrics"
 )
@@ -322,7 +323,12 @@ func consumerConfig(cfg *Config, name string) *sarama.Config {
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
 	c.Consumer.IsolationLevel = sarama.ReadCommitted
 	c.Consumer.Return.Errors = true
-	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{goka.CopartitioningStrategy}
+	// The sticky strategy keeps each member's partitions, up to its share,
+	// across a rebalance, so a member joining or leaving restores only the
+	// tables that move. Goka's strategy, second, is the one a group agrees
+	// on while members of a release that knows only goka's are in it; both
+	// give a member the same partitions of every topic.
+	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{assign.Sticky, goka.CopartitioningStrategy}
 	c.Consumer.Group.Session.Timeout = cfg.SessionTimeout
 	c.Consumer.Group.Heartbeat.Interval = cfg.SessionTimeout / 5
 	// Static membership: a restarted instance gets its partitions back at
