@@ -16,6 +16,7 @@ type Runtime struct {
 	commitSeconds   prometheus.Histogram
 	txnRecords      prometheus.Counter
 	fencings        prometheus.Counter
+	deadFenced      prometheus.Counter
 	stalls          prometheus.Counter
 	rebalances      prometheus.Counter
 	restored        prometheus.Counter
@@ -38,7 +39,10 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 		txnRecords: counter("transaction_records_total", "Records produced in committed transactions (outputs, dead letters, changelog, loop)."),
 		stalls: counter("commit_stalls_total", "Times a commit had run for another transaction timeout without ending "+
 			"(the coordinator aborts such a transaction; usually a broker this instance cannot reach)."),
-		fencings:   counter("fencings_total", "Transactions that failed because this member or producer was fenced (zombie)."),
+		fencings: counter("fencings_total", "Transactions that failed because this member or producer was fenced (zombie)."),
+		deadFenced: counter("dead_transactions_fenced_total", "Transactions left open by a member that is no longer in the group "+
+			"(killed, or timed out), aborted by this instance as the group's leader so their partitions' new owners need not wait "+
+			"for the transaction timeout."),
 		rebalances: counter("rebalances_total", "Group sessions started (assignments)."),
 		restored:   counter("restore_records_total", "Changelog records restored into local tables."),
 		swept:      counter("cleanup_deleted_total", "Expired seen records deleted by the sweeper (tombstoned in the changelog)."),
@@ -61,7 +65,7 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 				"until it processes again, table restores included.",
 			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}),
 	}
-	reg.MustRegister(r.swept, r.committed, r.stalls, r.txnRecords, r.fencings, r.rebalances, r.restored, r.aborted, r.commitSeconds,
+	reg.MustRegister(r.swept, r.committed, r.stalls, r.txnRecords, r.fencings, r.deadFenced, r.rebalances, r.restored, r.aborted, r.commitSeconds,
 		r.restoreRemainig, r.filterBytes, r.lag, r.rebalanceTook)
 	// At 0 from the start, so that the first abort is an increase() an
 	// alert sees and a dashboard's query finds the series before any abort.
@@ -79,6 +83,7 @@ func (r *Runtime) TxnCommitted(took time.Duration, records int) {
 func (r *Runtime) Swept(_ int32, deleted int) { r.swept.Add(float64(deleted)) }
 func (r *Runtime) TxnAborted(reason string)   { r.aborted.WithLabelValues(reason).Inc() }
 func (r *Runtime) Fenced()                    { r.fencings.Inc() }
+func (r *Runtime) DeadTransactionFenced()     { r.deadFenced.Inc() }
 func (r *Runtime) CommitStalled()             { r.stalls.Inc() }
 func (r *Runtime) Rebalanced()                { r.rebalances.Inc() }
 func (r *Runtime) RebalanceCompleted(took time.Duration) {

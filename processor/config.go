@@ -203,6 +203,11 @@ type Hooks interface {
 	// timeout (commit_watch.go).
 	CommitStalled()
 	Fenced()
+	// DeadTransactionFenced tells that the group leader aborted a
+	// transaction left open by a member that is no longer in the group
+	// (fence.go), so its partitions' new owner need not wait for the
+	// transaction timeout.
+	DeadTransactionFenced()
 	Rebalanced()
 	// RebalanceCompleted tells how long a member did not process: from its
 	// first join, or the Cleanup of its previous session, until the end of
@@ -231,6 +236,7 @@ func (NopHooks) TxnCommitted(time.Duration, int)     {}
 func (NopHooks) TxnAborted(string)                   {}
 func (NopHooks) CommitStalled()                      {}
 func (NopHooks) Fenced()                             {}
+func (NopHooks) DeadTransactionFenced()              {}
 func (NopHooks) Rebalanced()                         {}
 func (NopHooks) RebalanceCompleted(time.Duration)    {}
 func (NopHooks) ConsumerLag(string, int32, int64)    {}

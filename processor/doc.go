@@ -79,6 +79,16 @@
 // A record the broker refuses as too large makes the member read the limits
 // again, so the event is dead-lettered when it comes again.
 //
+// A member that died with a transaction open (kill -9) would hold its
+// partitions' next owner back until the broker expires that transaction
+// (transaction timeout plus the broker's check interval): the next owner can
+// read neither the committed offsets nor the changelog past it. So the
+// group's leader, before it hands out an assignment, aborts the open
+// transactions of the group's transactional IDs whose member is no longer in
+// the group, by an InitProducerId on each (fence.go). A takeover after a
+// kill -9 then waits the session timeout, a heartbeat interval for the
+// members to rejoin, and those round trips.
+//
 // # Stop (processor.go Run, leave.go)
 //
 // A cancelled context ends each member's session: its last transaction

@@ -206,7 +206,14 @@ func (m *member) connect() error {
 	if m.client, err = sarama.NewClient(m.cfg.Brokers, baseConfig(m.cfg, m.memberName)); err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
-	if m.group, err = sarama.NewConsumerGroup(m.cfg.Brokers, m.topo.Group, consumerConfig(m.cfg, m.memberName)); err != nil {
+	cc := consumerConfig(m.cfg, m.memberName)
+	// When this member leads the group, it aborts the transactions of
+	// members that left it before it hands out their partitions (fence.go).
+	f := &fencer{group: m.topo.Group, name: m.memberName, cfg: m.cfg, log: m.log, hooks: m.hooks}
+	for i, s := range cc.Consumer.Group.Rebalance.GroupStrategies {
+		cc.Consumer.Group.Rebalance.GroupStrategies[i] = &fencingStrategy{BalanceStrategy: s, fence: f}
+	}
+	if m.group, err = sarama.NewConsumerGroup(m.cfg.Brokers, m.topo.Group, cc); err != nil {
 		m.client.Close()
 		return fmt.Errorf("consumer group %s: %w", m.topo.Group, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/security"
 )
 
@@ -122,6 +123,13 @@ func (c Config) Validate() error {
 	}
 	if c.StateTopic == c.DLQ || internal[c.StateTopic] != "" {
 		bad("state-topic", "%q is the dead-letter, loop or table topic", c.StateTopic)
+	}
+	if kafkautil.MemberTxnID(c.Group, c.StateTopic) {
+		// The group's leader aborts the open transactions of IDs of this
+		// shape whose member left the group (processor/fence.go): it would
+		// abort a running re-drive's.
+		bad("state-topic", "%q has the shape of the group's workers' transactional IDs (%s-<instance>-<number>), "+
+			"which the group's leader fences when no such member is in the group; end it with a letter", c.StateTopic, c.Group)
 	}
 	if slices.Contains(c.Reasons, "") {
 		bad("reason", "empty reason; name dlq-reason values such as handler-error")

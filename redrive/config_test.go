@@ -30,6 +30,8 @@ func TestValidate(t *testing.T) {
 		{"target is the table topic", func(c *Config) { c.Target = "g-table" }, "--target"},
 		{"target is the state topic", func(c *Config) { c.Target = "g-redrive" }, "--target"},
 		{"state topic is the dead-letter topic", func(c *Config) { c.StateTopic = "g-dlq" }, "--state-topic"},
+		{"state topic shaped like a worker's transactional ID", func(c *Config) { c.StateTopic = "g-redrive-2" }, "--state-topic"},
+		{"state topic of another shape", func(c *Config) { c.StateTopic = "g-redrive-b" }, ""},
 		{"empty reason", func(c *Config) { c.Reasons = []string{"handler-error", ""} }, "--reason"},
 		{"to not after from", func(c *Config) { c.From, c.To = t0, t0 }, "--to"},
 		{"negative partition", func(c *Config) { c.Partitions = []int32{-1} }, "--partition"},
