@@ -85,7 +85,8 @@ type Runner struct {
 	// firstBackoff is the first pause before a new processor (firstRestartBackoff).
 	firstBackoff time.Duration
 	lag          *lagWatch
-	// newLagOffsets connects the lag watch: newKafkaOffsets, or a fake in tests.
+	// newLagOffsets connects the lag watch (newKafkaOffsets); nil when
+	// nothing takes the lag.
 	newLagOffsets func() (lagOffsets, error)
 }
 
@@ -143,7 +144,8 @@ func newRunner(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, 
 	if cfg.TableClosed == nil {
 		cfg.TableClosed = func(int32) {}
 	}
-	if cfg.ConsumerLag == nil {
+	wantLag := cfg.ConsumerLag != nil
+	if !wantLag {
 		cfg.ConsumerLag = func(string, int32, int64) {}
 	}
 	sc, err := SaramaConfig(cfg)
@@ -156,7 +158,9 @@ func newRunner(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, 
 	r := &Runner{cfg: cfg, topo: topo, sc: sc, firstBackoff: firstRestartBackoff,
 		lag: newLagWatch(append(slices.Clone(topo.Inputs), topo.LoopTopic()), cfg.ConsumerLag, cfg.TableClosed, cfg.Logger)}
 	r.newProc = r.build
-	r.newLagOffsets = func() (lagOffsets, error) { return newKafkaOffsets(cfg.Brokers, sc, topo.Group) }
+	if wantLag { // without a taker, no client reads the offsets every second
+		r.newLagOffsets = func() (lagOffsets, error) { return newKafkaOffsets(cfg.Brokers, sc, topo.Group) }
+	}
 	proc, err := r.newProc()
 	if err != nil {
 		return nil, err
@@ -215,8 +219,10 @@ func (r *Runner) Run(ctx context.Context) error { return kafkautil.Named(r.run(c
 func (r *Runner) run(ctx context.Context) error {
 	r.cfg.Logger.Info("best-effort processor starting", "group", r.topo.Group, "inputs", r.topo.Inputs,
 		"table", r.topo.TableTopic(), "stateDir", r.cfg.StateDir)
-	stopLag := r.lag.start(r.newLagOffsets)
-	defer stopLag()
+	if r.newLagOffsets != nil {
+		stopLag := r.lag.start(r.newLagOffsets)
+		defer stopLag()
+	}
 	backoff := r.firstBackoff
 	for {
 		start := time.Now()
