@@ -44,8 +44,9 @@ const lagNetTimeout = 5 * time.Second
 // report that read the offsets before the partition left does not bring its
 // series back.
 type lagWatch struct {
-	topics []string // the inputs and the loop topic: goka consumes all of them
-	report func(topic string, partition int32, records int64)
+	topics   []string // the inputs and the loop topic: goka consumes all of them
+	interval time.Duration
+	report   func(topic string, partition int32, records int64)
 	forget func(partition int32)
 	log    *slog.Logger
 
@@ -64,7 +65,7 @@ type lagOffsets interface {
 }
 
 func newLagWatch(topics []string, report func(string, int32, int64), forget func(int32), log *slog.Logger) *lagWatch {
-	return &lagWatch{topics: topics, report: report, forget: forget, log: log}
+	return &lagWatch{topics: topics, interval: lagInterval, report: report, forget: forget, log: log}
 }
 
 // assigned is goka's rebalance callback: the partitions of the new session.
@@ -178,7 +179,7 @@ func (w *lagWatch) tick(src lagOffsets) error {
 	return errors.Join(errs...)
 }
 
-// start reports the lag every lagInterval until the returned function is
+// start reports the lag every interval until the returned function is
 // called, which waits for it to stop. Its Kafka client is made when a
 // partition is first held (and again after that failed) and closed at the
 // stop.
@@ -196,7 +197,7 @@ func (w *lagWatch) start(newOffsets func() (lagOffsets, error)) (stop func()) {
 				}
 			}
 		}()
-		tick := time.NewTicker(lagInterval)
+		tick := time.NewTicker(w.interval)
 		defer tick.Stop()
 		failing := false
 		for {
@@ -210,7 +211,10 @@ func (w *lagWatch) start(newOffsets func() (lagOffsets, error)) (stop func()) {
 			}
 			var err error
 			if src == nil {
-				src, err = newOffsets()
+				var s lagOffsets
+				if s, err = newOffsets(); err == nil {
+					src = s
+				}
 			}
 			if err == nil {
 				err = w.tick(src)

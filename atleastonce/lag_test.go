@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/lovoo/goka"
 )
@@ -234,5 +235,33 @@ func tick(t *testing.T, w *lagWatch, src lagOffsets) {
 	t.Helper()
 	if err := w.tick(src); err != nil {
 		t.Fatalf("tick: %v", err)
+	}
+}
+
+// A client that could not be made is made again at the next tick; the
+// failed attempt's value, even a nil pointer in the interface, is not used.
+func TestLagWatchRetriesItsClient(t *testing.T) {
+	reported := make(chan int64, 1)
+	w := newLagWatch([]string{"in"}, func(_ string, _ int32, n int64) {
+		select {
+		case reported <- n:
+		default:
+		}
+	}, func(int32) {}, slog.New(slog.DiscardHandler))
+	w.interval = time.Millisecond
+	w.assigned(goka.Assignment{0: -1})
+	attempts := 0
+	stop := w.start(func() (lagOffsets, error) {
+		attempts++
+		if attempts == 1 {
+			var none *fakeOffsets
+			return none, errors.New("no broker reachable")
+		}
+		return &fakeOffsets{hwm: map[string]int64{"in/0": 5}, start: map[string]int64{"in/0": 2}}, nil
+	})
+	n := <-reported
+	stop()
+	if n != 3 || attempts != 2 {
+		t.Errorf("reported %d after %d attempts to connect; want 3 after 2", n, attempts)
 	}
 }

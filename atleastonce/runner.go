@@ -159,7 +159,13 @@ func newRunner(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, 
 		lag: newLagWatch(append(slices.Clone(topo.Inputs), topo.LoopTopic()), cfg.ConsumerLag, cfg.TableClosed, cfg.Logger)}
 	r.newProc = r.build
 	if wantLag { // without a taker, no client reads the offsets every second
-		r.newLagOffsets = func() (lagOffsets, error) { return newKafkaOffsets(cfg.Brokers, sc, topo.Group) }
+		r.newLagOffsets = func() (lagOffsets, error) {
+			k, err := newKafkaOffsets(cfg.Brokers, sc, topo.Group)
+			if err != nil {
+				return nil, err // not a nil *kafkaOffsets in the interface
+			}
+			return k, nil
+		}
 	}
 	proc, err := r.newProc()
 	if err != nil {
