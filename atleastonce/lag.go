@@ -47,8 +47,8 @@ type lagWatch struct {
 	topics   []string // the inputs and the loop topic: goka consumes all of them
 	interval time.Duration
 	report   func(topic string, partition int32, records int64)
-	forget func(partition int32)
-	log    *slog.Logger
+	forget   func(partition int32)
+	log      *slog.Logger
 
 	mu   sync.Mutex
 	held map[int32]map[string]int64 // next offset to process by partition and topic; -1: not known yet
