@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"os"
+	"regexp"
 	"testing"
 	"time"
 
@@ -205,5 +206,32 @@ func TestBestEffortConsumerLagMetricMoves(t *testing.T) {
 	}
 	if loop := consumerLag(t, reg)[group+"-loop"]; len(loop) != 0 {
 		t.Errorf("loop lag series left after the worker stopped: %v", loop)
+	}
+}
+
+// The worker binary wires the best-effort lag to /metrics: a series at 0
+// for each input and loop partition once the input is processed.
+func TestBestEffortWorkerExportsConsumerLag(t *testing.T) {
+	e := newEnv(t, 2)
+	group := e.group("belag-bin")
+	p := startProc(t, buildProcessor(t), workerArgs(e, group, t.TempDir(), "--guarantee", "best-effort", "--commit-interval", "50ms")...)
+	e.produce(events("belag", 20)...)
+	p.waitMetric("dedup_events_processed_total", 60*time.Second, func(v float64) bool { return v >= 20 })
+	series := regexp.MustCompile(`(?m)^dedup_consumer_lag_records\{[^}]*topic="([^"]+)"[^}]*\} (\S+)$`)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		zero := map[string]int{} // series at 0 by topic
+		for _, m := range series.FindAllStringSubmatch(get(t, p.base+"/metrics"), -1) {
+			if m[2] == "0" {
+				zero[m[1]]++
+			}
+		}
+		if zero[e.input] == 2 && zero[group+"-loop"] == 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lag series at 0 by topic: %v; want 2 of %s and 2 of %s-loop", zero, e.input, group)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a condition on another process
 	}
 }
