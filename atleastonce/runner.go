@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,8 +46,14 @@ type Config struct {
 	// TableSize, when set, is told each partition's number of seen records.
 	TableSize func(partition int32, n int64)
 	// TableClosed, when set, is told that goka closed a partition's table
-	// (revoked, or the processor stopping): its size is no longer ours.
+	// (revoked, or the processor stopping): its size and its consumer lag
+	// are no longer ours. It is also told when a partition that never
+	// opened its table leaves.
 	TableClosed func(partition int32)
+	// ConsumerLag, when set, is told every second the records of each held
+	// input and loop partition not processed yet (lag.go says how they are
+	// counted). Nothing is told of a partition after its TableClosed.
+	ConsumerLag func(topic string, partition int32, records int64)
 }
 
 // Validate reports a config that cannot run.
@@ -77,6 +84,10 @@ type Runner struct {
 	newProc func() (gokaProcessor, error)
 	// firstBackoff is the first pause before a new processor (firstRestartBackoff).
 	firstBackoff time.Duration
+	lag          *lagWatch
+	// newLagOffsets connects the lag watch (newKafkaOffsets); nil when
+	// nothing takes the lag.
+	newLagOffsets func() (lagOffsets, error)
 }
 
 // gokaProcessor is what the runner uses of a *goka.Processor.
@@ -133,6 +144,10 @@ func newRunner(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, 
 	if cfg.TableClosed == nil {
 		cfg.TableClosed = func(int32) {}
 	}
+	wantLag := cfg.ConsumerLag != nil
+	if !wantLag {
+		cfg.ConsumerLag = func(string, int32, int64) {}
+	}
 	sc, err := SaramaConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -140,8 +155,18 @@ func newRunner(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, 
 	if err := prepareTopics(ctx, cfg, sc, topo); err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, topo: topo, sc: sc, firstBackoff: firstRestartBackoff}
+	r := &Runner{cfg: cfg, topo: topo, sc: sc, firstBackoff: firstRestartBackoff,
+		lag: newLagWatch(append(slices.Clone(topo.Inputs), topo.LoopTopic()), cfg.ConsumerLag, cfg.TableClosed, cfg.Logger)}
 	r.newProc = r.build
+	if wantLag { // without a taker, no client reads the offsets every second
+		r.newLagOffsets = func() (lagOffsets, error) {
+			k, err := newKafkaOffsets(cfg.Brokers, sc, topo.Group)
+			if err != nil {
+				return nil, err // not a nil *kafkaOffsets in the interface
+			}
+			return k, nil
+		}
+	}
 	proc, err := r.newProc()
 	if err != nil {
 		return nil, err
@@ -155,12 +180,13 @@ func (r *Runner) build() (gokaProcessor, error) {
 	cfg, sc := r.cfg, r.sc
 	build := countingBuilder(cfg.StateDir, cfg.Logger,
 		func(_ string, p int32, n int64) { cfg.TableSize(p, n) },
-		func(_ string, p int32) { cfg.TableClosed(p) })
+		func(_ string, p int32) { r.lag.closed(p) })
 	// The topology dead-letters an event whose records are larger than the
 	// producer sends: a refused emit would stop the processor, and fail
 	// again after every restart.
-	proc, err := goka.NewProcessor(cfg.Brokers, engine.Graph(r.topo, sc.Producer.MaxMessageBytes),
+	proc, err := goka.NewProcessor(cfg.Brokers, engine.Graph(r.topo, sc.Producer.MaxMessageBytes, r.lag.processed),
 		goka.WithStorageBuilder(build),
+		goka.WithRebalanceCallback(r.lag.assigned),
 		goka.WithTopicManagerBuilder(ownedTopicsBuilder(sc, cfg.Logger)),
 		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(sc)),
 		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(sc)),
@@ -199,10 +225,15 @@ func (r *Runner) Run(ctx context.Context) error { return kafkautil.Named(r.run(c
 func (r *Runner) run(ctx context.Context) error {
 	r.cfg.Logger.Info("best-effort processor starting", "group", r.topo.Group, "inputs", r.topo.Inputs,
 		"table", r.topo.TableTopic(), "stateDir", r.cfg.StateDir)
+	if r.newLagOffsets != nil {
+		stopLag := r.lag.start(r.newLagOffsets)
+		defer stopLag()
+	}
 	backoff := r.firstBackoff
 	for {
 		start := time.Now()
 		err := r.current().Run(ctx)
+		r.lag.reset()
 		switch {
 		case err == nil || (ctx.Err() != nil && errors.Is(err, context.Canceled)):
 			return nil

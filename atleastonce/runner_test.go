@@ -121,7 +121,7 @@ func TestRunnerReplacesAProcessorThatStoppedOnABrokerError(t *testing.T) {
 			started := make(chan string, 10)
 			builds := 0
 			r := &Runner{cfg: Config{Logger: slog.New(slog.DiscardHandler)}, topo: &dedup.Topology{Group: "g", Inputs: []string{"in"}},
-				firstBackoff: tc.backoff}
+				firstBackoff: tc.backoff, lag: nopLag()}
 			r.newProc = func() (gokaProcessor, error) {
 				builds++
 				if builds <= len(tc.buildErrs) {
@@ -187,7 +187,7 @@ func TestRunnerReplacesAProcessorThatFailedOnADamagedStore(t *testing.T) {
 			var logs bytes.Buffer
 			started := make(chan string, 10)
 			r := &Runner{cfg: Config{StateDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
-				topo: &dedup.Topology{Group: "g", Inputs: []string{"in"}}, firstBackoff: time.Millisecond}
+				topo: &dedup.Topology{Group: "g", Inputs: []string{"in"}}, firstBackoff: time.Millisecond, lag: nopLag()}
 			r.newProc = func() (gokaProcessor, error) { return &fakeProc{name: "p1", started: started}, nil }
 			var first gokaProcessor = &fakeProc{name: "p0", err: errDamagedLookup, started: started}
 			r.proc.Store(&first)

@@ -45,7 +45,7 @@ func New(t testing.TB, topo *dedup.Topology) *Driver {
 	run := *topo
 	run.Now = func() time.Time { return d.now }
 	d.topo = &run
-	proc, err := goka.NewProcessor(nil, engine.Graph(&run, 0), goka.WithTester(d.tt), goka.WithNilHandling(goka.NilProcess))
+	proc, err := goka.NewProcessor(nil, engine.Graph(&run, 0, nil), goka.WithTester(d.tt), goka.WithNilHandling(goka.NilProcess))
 	if err != nil {
 		t.Fatalf("deduptest: %v", err)
 	}

@@ -1,11 +1,18 @@
 package integration
 
 import (
+	"context"
 	"os"
+	"regexp"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/atleastonce"
 	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/metrics"
 )
 
 func TestSameEventTwiceGivesOneOutput(t *testing.T) {
@@ -147,5 +154,84 @@ func TestBadInputIsDeadLettered(t *testing.T) {
 		if string(got.Value) != string(b.rec.Value) {
 			t.Errorf("dead letter %d: value %q, want the input %q", i, got.Value, b.rec.Value)
 		}
+	}
+}
+
+// The best-effort runtime exports dedup_consumer_lag_records as the
+// exactly-once one does (TestConsumerLagMetricMoves), wired as the worker
+// wires it: a series for each input and loop partition it holds, above 0
+// while a burst waits for a handler taking 20 ms an event, 0 once all is
+// processed, and none left once the worker stopped.
+func TestBestEffortConsumerLagMetricMoves(t *testing.T) {
+	e := newEnv(t, 2)
+	group := e.group("belag")
+	topo := e.topology(group, nil)
+	topo.Handler = dedup.HandlerFunc(func(_ context.Context, ev *dedup.Event) ([]dedup.Message, error) {
+		time.Sleep(20 * time.Millisecond) // a slow handler, the point of the test
+		return []dedup.Message{{Key: ev.Key, Value: ev.Value, Headers: ev.Headers}}, nil
+	})
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, group)
+	w := e.startBestEffort(topo, atleastonce.Config{StateDir: t.TempDir(),
+		TableSize: m.TableSize, TableClosed: m.ForgetPartition, ConsumerLag: m.ConsumerLag})
+	lag, waitLag := lagOf(t, reg, e.input)
+	_, waitLoopLag := lagOf(t, reg, group+"-loop")
+	waitLag("both partitions assigned, lag 0", 60*time.Second, func(sum float64, series int) bool { return series == 2 && sum == 0 })
+	waitLoopLag("both loop partitions reported", 10*time.Second, func(_ float64, series int) bool { return series == 2 })
+
+	want := e.produce(events("burst", 400)...)
+	first := waitLag("the burst to show", 10*time.Second, func(sum float64, _ int) bool { return sum > 0 })
+	peak := first
+	waitLag("everything processed, lag 0", 60*time.Second, func(sum float64, _ int) bool {
+		peak = max(peak, sum)
+		return sum == 0
+	})
+	var loopPeak float64
+	waitLoopLag("the loop processed, lag 0", 60*time.Second, func(sum float64, _ int) bool {
+		loopPeak = max(loopPeak, sum)
+		return sum == 0
+	})
+	t.Logf("input lag: first above 0 at %v, at most %v; loop lag at most %v (seen after the input's was 0)", first, peak, loopPeak)
+	e.waitProcessed(group)
+	ids := eventIDs(t, e.read(e.output))
+	for id := range eventIDs(t, want) {
+		if ids[id] == 0 {
+			t.Errorf("event %s not in the output", id)
+		}
+	}
+
+	w.stop(t)
+	if sum, series := lag(); series != 0 {
+		t.Errorf("%d lag series (sum %v) left after the worker stopped", series, sum)
+	}
+	if loop := consumerLag(t, reg)[group+"-loop"]; len(loop) != 0 {
+		t.Errorf("loop lag series left after the worker stopped: %v", loop)
+	}
+}
+
+// The worker binary wires the best-effort lag to /metrics: a series at 0
+// for each input and loop partition once the input is processed.
+func TestBestEffortWorkerExportsConsumerLag(t *testing.T) {
+	e := newEnv(t, 2)
+	group := e.group("belag-bin")
+	p := startProc(t, buildProcessor(t), workerArgs(e, group, t.TempDir(), "--guarantee", "best-effort", "--commit-interval", "50ms")...)
+	e.produce(events("belag", 20)...)
+	p.waitMetric("dedup_events_processed_total", 60*time.Second, func(v float64) bool { return v >= 20 })
+	series := regexp.MustCompile(`(?m)^dedup_consumer_lag_records\{[^}]*topic="([^"]+)"[^}]*\} (\S+)$`)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		zero := map[string]int{} // series at 0 by topic
+		for _, m := range series.FindAllStringSubmatch(get(t, p.base+"/metrics"), -1) {
+			if m[2] == "0" {
+				zero[m[1]]++
+			}
+		}
+		if zero[e.input] == 2 && zero[group+"-loop"] == 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lag series at 0 by topic: %v; want 2 of %s and 2 of %s-loop", zero, e.input, group)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a condition on another process
 	}
 }

@@ -146,11 +146,44 @@ func (e *env) start(topo *dedup.Topology, stateDir string) *worker {
 // startOn is start on other brokers (another listener), with sec.
 func (e *env) startOn(topo *dedup.Topology, brokers []string, sec security.Config, stateDir string) *worker {
 	e.t.Helper()
+	return e.startBestEffort(topo, atleastonce.Config{Brokers: brokers, Security: sec, StateDir: stateDir})
+}
+
+// startBestEffort is start with cfg; the brokers, the commit interval, the
+// replication, the client ID and the logger default to the test's. cfg's
+// TableSize and TableClosed are told next to the worker's own bookkeeping.
+func (e *env) startBestEffort(topo *dedup.Topology, cfg atleastonce.Config) *worker {
+	e.t.Helper()
 	w := &worker{done: make(chan error, 1)}
-	r, err := atleastonce.New(e.t.Context(), atleastonce.Config{Brokers: brokers, Security: sec, StateDir: stateDir,
-		CommitInterval: 100 * time.Millisecond, Replication: -1, ClientID: "it-" + topo.Group, Logger: topo.Logger,
-		TableSize:   func(p int32, n int64) { w.sizes.Store(p, n) },
-		TableClosed: func(p int32) { w.sizes.Delete(p) }}, topo)
+	if cfg.Brokers == nil {
+		cfg.Brokers = e.brokers
+	}
+	if cfg.CommitInterval == 0 {
+		cfg.CommitInterval = 100 * time.Millisecond
+	}
+	if cfg.Replication == 0 {
+		cfg.Replication = -1
+	}
+	if cfg.ClientID == "" {
+		cfg.ClientID = "it-" + topo.Group
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = topo.Logger
+	}
+	size, closed := cfg.TableSize, cfg.TableClosed
+	cfg.TableSize = func(p int32, n int64) {
+		w.sizes.Store(p, n)
+		if size != nil {
+			size(p, n)
+		}
+	}
+	cfg.TableClosed = func(p int32) {
+		w.sizes.Delete(p)
+		if closed != nil {
+			closed(p)
+		}
+	}
+	r, err := atleastonce.New(e.t.Context(), cfg, topo)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -96,27 +96,7 @@ func TestConsumerLagMetricMoves(t *testing.T) {
 	})
 	reg := prometheus.NewRegistry()
 	w := e.startEOS(topo, processor.Config{StateDir: t.TempDir(), Registerer: reg})
-	lag := func() (sum float64, series int) {
-		for _, v := range consumerLag(t, reg)[e.input] {
-			sum += v
-			series++
-		}
-		return sum, series
-	}
-	waitLag := func(what string, timeout time.Duration, cond func(sum float64, series int) bool) float64 {
-		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for {
-			sum, series := lag()
-			if cond(sum, series) {
-				return sum
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("consumer lag of %s: %v over %d partitions; waited %v for %s", e.input, sum, series, timeout, what)
-			}
-			time.Sleep(50 * time.Millisecond) // polling the worker's reports
-		}
-	}
+	lag, waitLag := lagOf(t, reg, e.input)
 	waitLag("both partitions assigned, lag 0", 60*time.Second, func(sum float64, series int) bool { return series == 2 && sum == 0 })
 	if !w.ready() {
 		t.Fatal("lag reported before the worker was ready")
@@ -149,6 +129,34 @@ func TestConsumerLagMetricMoves(t *testing.T) {
 	if sum, series := lag(); series != 0 {
 		t.Errorf("%d lag series (sum %v) left after the worker stopped", series, sum)
 	}
+}
+
+// lagOf reads dedup_consumer_lag_records of topic on reg: lag sums its
+// series, waitLag waits up to timeout for cond on them and returns the sum.
+func lagOf(t *testing.T, reg prometheus.Gatherer, topic string) (lag func() (sum float64, series int),
+	waitLag func(what string, timeout time.Duration, cond func(sum float64, series int) bool) float64) {
+	lag = func() (sum float64, series int) {
+		for _, v := range consumerLag(t, reg)[topic] {
+			sum += v
+			series++
+		}
+		return sum, series
+	}
+	waitLag = func(what string, timeout time.Duration, cond func(sum float64, series int) bool) float64 {
+		t.Helper()
+		deadline := time.Now().Add(timeout)
+		for {
+			sum, series := lag()
+			if cond(sum, series) {
+				return sum
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("consumer lag of %s: %v over %d partitions; waited %v for %s", topic, sum, series, timeout, what)
+			}
+			time.Sleep(50 * time.Millisecond) // polling the worker's reports
+		}
+	}
+	return lag, waitLag
 }
 
 // consumerLag is dedup_consumer_lag_records on reg by topic and partition.

@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupkit/dedup/atleastonce"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/metrics"
 	"github.com/dedupkit/dedup/processor"
 	"github.com/dedupkit/dedup/security"
 )
@@ -142,14 +144,25 @@ func TestWorkerOnATLSAndSASLListener(t *testing.T) {
 			e.produce(in...)
 			e.produce(in[:10]...) // the same events again: a producer retry
 			// The worker gets only the SECURE listener's addresses.
+			reg := prometheus.NewRegistry()
 			start := func() *worker {
+				reg = prometheus.NewRegistry()
 				if tc.eos {
-					return e.startEOS(topo, processor.Config{Brokers: sec.brokers, StateDir: t.TempDir(), Security: secured})
+					return e.startEOS(topo, processor.Config{Brokers: sec.brokers, StateDir: t.TempDir(), Security: secured, Registerer: reg})
 				}
-				return e.startOn(topo, sec.brokers, secured, t.TempDir())
+				m := metrics.New(reg, group)
+				return e.startBestEffort(topo, atleastonce.Config{Brokers: sec.brokers, Security: secured, StateDir: t.TempDir(),
+					TableSize: m.TableSize, TableClosed: m.ForgetPartition, ConsumerLag: m.ConsumerLag})
+			}
+			// The lag's offsets come over the listener too, with the
+			// worker's ACLs.
+			caughtUp := func() {
+				_, waitLag := lagOf(t, reg, e.input)
+				waitLag("the lag of every partition at 0", 30*time.Second, func(sum float64, series int) bool { return series == 3 && sum == 0 })
 			}
 			w := start()
 			e.waitProcessed(group)
+			caughtUp()
 			w.stop(t)
 			e.exactlyOnce(in)
 

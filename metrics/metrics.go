@@ -22,6 +22,7 @@ type Metrics struct {
 	handlerErrs prometheus.Counter
 	rekeyed     prometheus.Counter
 	entries     *prometheus.GaugeVec
+	lag         *prometheus.GaugeVec
 	age         prometheus.Histogram
 	latency     prometheus.Histogram // deprecated name of age
 }
@@ -44,6 +45,13 @@ func New(reg prometheus.Registerer, group string) *Metrics {
 			Help: "Records written to the dead-letter topic, by reason.", ConstLabels: labels}, []string{"reason"}),
 		entries: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dedup", Name: "table_entries",
 			Help: "Seen records in the local dedup table, by partition.", ConstLabels: labels}, []string{"partition"}),
+		// Both runtimes report it; what each takes for the high-water mark
+		// and the next offset is in docs/operations.md, "Consumer lag".
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dedup", Name: "consumer_lag_records",
+			Help: "Records of an input or loop partition this instance holds that it has not processed yet: the partition's " +
+				"high-water mark (the log end, not the last stable offset: open transactions and commit markers count) " +
+				"minus the next offset to process. Updated every second.",
+			ConstLabels: labels}, []string{"topic", "partition"}),
 		age: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "dedup", Name: "event_age_seconds",
 			Help: "Age of a first-seen event when its processing ended: from the input record's timestamp (the producer's, " +
 				"or the broker's with LogAppendTime) to the end of its handler and table write, before its transaction commits. " +
@@ -55,7 +63,7 @@ func New(reg prometheus.Registerer, group string) *Metrics {
 			Help:        "Deprecated: use dedup_event_age_seconds, which observes the same values.",
 			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 	}
-	reg.MustRegister(m.processed, m.skipped, m.expired, m.tooOld, m.handlerErrs, m.rekeyed, m.deadLetters, m.entries, m.age, m.latency)
+	reg.MustRegister(m.processed, m.skipped, m.expired, m.tooOld, m.handlerErrs, m.rekeyed, m.deadLetters, m.entries, m.lag, m.age, m.latency)
 	registerBuildInfo(reg, buildinfo.Read())
 	return m
 }
@@ -78,7 +86,16 @@ func (m *Metrics) Rekeyed()                   { m.rekeyed.Inc() }
 // process no longer holds. Left at their last value, they would be summed
 // with those of the instance that holds it now.
 func (m *Metrics) ForgetPartition(partition int32) {
-	m.entries.DeleteLabelValues(strconv.Itoa(int(partition)))
+	label := strconv.Itoa(int(partition))
+	m.entries.DeleteLabelValues(label)
+	// Every topic's: the inputs and the loop topic are copartitioned.
+	m.lag.DeletePartialMatch(prometheus.Labels{"partition": label})
+}
+
+// ConsumerLag sets the records of a held input or loop partition that are
+// not processed yet.
+func (m *Metrics) ConsumerLag(topic string, partition int32, records int64) {
+	m.lag.WithLabelValues(topic, strconv.Itoa(int(partition))).Set(float64(records))
 }
 
 // TableSize sets the number of seen records of a partition.

@@ -23,7 +23,6 @@ type Runtime struct {
 	swept           prometheus.Counter
 	restoreRemainig *prometheus.GaugeVec
 	filterBytes     *prometheus.GaugeVec
-	lag             *prometheus.GaugeVec
 	rebalanceTook   prometheus.Histogram
 }
 
@@ -55,18 +54,13 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 			Help: "Changelog records left to restore, by partition.", ConstLabels: labels}, []string{"partition"}),
 		filterBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dedup", Name: "table_filter_bytes",
 			Help: "Memory of the in-memory filter of a partition's table keys, by partition.", ConstLabels: labels}, []string{"partition"}),
-		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dedup", Name: "consumer_lag_records",
-			Help: "Records of an input or loop partition this instance holds that it has not processed yet: the partition's " +
-				"high-water mark as the consumer last fetched it (the log end, not the last stable offset: open transactions " +
-				"and commit markers count) minus the next offset to process. Updated every second.",
-			ConstLabels: labels}, []string{"topic", "partition"}),
 		rebalanceTook: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "dedup", Name: "rebalance_duration_seconds",
 			Help: "From a member's stop (its first join, or the end of its previous session: revoked, aborted or failed) " +
 				"until it processes again, table restores included.",
 			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}),
 	}
 	reg.MustRegister(r.swept, r.committed, r.stalls, r.txnRecords, r.fencings, r.deadFenced, r.rebalances, r.restored, r.aborted, r.commitSeconds,
-		r.restoreRemainig, r.filterBytes, r.lag, r.rebalanceTook)
+		r.restoreRemainig, r.filterBytes, r.rebalanceTook)
 	// At 0 from the start, so that the first abort is an increase() an
 	// alert sees and a dashboard's query finds the series before any abort.
 	for _, reason := range []string{"fenced", "error", "interrupted"} {
@@ -89,9 +83,6 @@ func (r *Runtime) Rebalanced()                { r.rebalances.Inc() }
 func (r *Runtime) RebalanceCompleted(took time.Duration) {
 	r.rebalanceTook.Observe(took.Seconds())
 }
-func (r *Runtime) ConsumerLag(topic string, partition int32, records int64) {
-	r.lag.WithLabelValues(topic, strconv.Itoa(int(partition))).Set(float64(records))
-}
 func (r *Runtime) KeyFilterBytes(partition int32, bytes int) {
 	r.filterBytes.WithLabelValues(strconv.Itoa(int(partition))).Set(float64(bytes))
 }
@@ -100,8 +91,6 @@ func (r *Runtime) PartitionRevoked(partition int32) {
 	label := strconv.Itoa(int(partition))
 	r.filterBytes.DeleteLabelValues(label)
 	r.restoreRemainig.DeleteLabelValues(label)
-	// Every topic's: the input and the loop topic are copartitioned.
-	r.lag.DeletePartialMatch(prometheus.Labels{"partition": label})
 }
 func (r *Runtime) RestoreProgress(partition int32, restored, remaining int64) {
 	r.restored.Add(float64(restored))

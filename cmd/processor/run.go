@@ -71,7 +71,7 @@ func runWorker(ctx, forGood context.Context, cfg *Config, logOut *os.File) error
 		r, err = atleastonce.New(ctx, atleastonce.Config{
 			Brokers: cfg.Brokers, Security: cfg.Security, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
 			Replication: int16(cfg.Replication), ClientID: "dedup-" + cfg.Group, Logger: log,
-			TableSize: m.TableSize, TableClosed: m.ForgetPartition,
+			TableSize: m.TableSize, TableClosed: m.ForgetPartition, ConsumerLag: m.ConsumerLag,
 		}, &run)
 		if err == nil {
 			w, mux = r, metrics.Handler(reg, gokaHealth(r))

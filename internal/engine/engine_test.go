@@ -62,7 +62,7 @@ func newFixture(t *testing.T, handler dedup.Handler, mutate func(*dedup.Topology
 	if err := f.topo.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	proc, err := goka.NewProcessor(nil, Graph(f.topo, 0), goka.WithTester(f.tt), goka.WithNilHandling(goka.NilProcess))
+	proc, err := goka.NewProcessor(nil, Graph(f.topo, 0, nil), goka.WithTester(f.tt), goka.WithNilHandling(goka.NilProcess))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,16 @@ import (
 // through: decoding happens in the callback, where a bad record can be
 // dead-lettered instead of stopping the processor. maxRecordBytes is the
 // largest record goka's producer sends (0: unknown; see
-// Runtime.MaxRecordBytes).
-func Graph(t *dedup.Topology, maxRecordBytes int) *goka.GroupGraph {
-	process := func(ctx goka.Context, msg any) { Process(t, maxRecordBytes, ctx, msg) }
+// Runtime.MaxRecordBytes). processed, when set, is told each record the
+// callback processed (not one it left for the partition's next owner), from
+// the partition's goroutine: the best-effort runtime's consumer lag counts
+// from it.
+func Graph(t *dedup.Topology, maxRecordBytes int, processed func(topic string, partition int32, offset int64)) *goka.GroupGraph {
+	process := func(ctx goka.Context, msg any) {
+		if Process(t, maxRecordBytes, ctx, msg) && processed != nil {
+			processed(string(ctx.Topic()), ctx.Partition(), ctx.Offset())
+		}
+	}
 	var edges []goka.Edge
 	for _, in := range t.Inputs {
 		edges = append(edges, goka.Input(goka.Stream(in), codecs.Bytes{}, process))
@@ -37,14 +44,15 @@ func Graph(t *dedup.Topology, maxRecordBytes int) *goka.GroupGraph {
 }
 
 // Process is the goka callback: Prepare and ProcessRecord, with an error
-// ending the callback as goka expects.
-func Process(t *dedup.Topology, maxRecordBytes int, ctx goka.Context, msg any) {
+// ending the callback as goka expects. It reports whether the record was
+// processed: false when it was interrupted or failed.
+func Process(t *dedup.Topology, maxRecordBytes int, ctx goka.Context, msg any) bool {
 	if err := ctx.Context().Err(); err != nil {
 		// goka may hand over the partition's next record after one was
 		// interrupted; processing it would commit an offset past the
 		// interrupted one, which would then never be processed.
 		ctx.DeferCommit()(fmt.Errorf("%w: %w", dedup.ErrInterrupted, err))
-		return
+		return false
 	}
 	raw, _ := msg.([]byte)
 	p := Prepare(t, dedup.Record{Topic: string(ctx.Topic()), Partition: ctx.Partition(), Offset: ctx.Offset(),
@@ -59,6 +67,7 @@ func Process(t *dedup.Topology, maxRecordBytes int, ctx goka.Context, msg any) {
 	case err != nil:
 		ctx.Fail(err)
 	}
+	return err == nil
 }
 
 // gokaRuntime is the Runtime of a record under goka's processor. goka
