@@ -52,6 +52,16 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 			"the transaction timeout %v: fewer retries (--handler-retries), a shorter backoff (--retry-backoff) "+
 			"or a longer TransactionTimeout", topo.HandlerRetries, topo.RetryBackoff, b, cfg.TransactionTimeout)
 	}
+	// A member that died with a transaction open holds back every restore
+	// of the partitions it wrote until the coordinator aborts it, at the
+	// transaction timeout: its partitions move at the session timeout, so
+	// a longer transaction timeout is that much longer a wait (doc.go,
+	// Restore). Not refused: a handler's retries may need it.
+	if cfg.TransactionTimeout > cfg.SessionTimeout {
+		cfg.Logger.Warn("the transaction timeout is longer than the session timeout: after a worker dies, the partitions "+
+			"it wrote wait that much longer to be restored elsewhere", "transactionTimeout", cfg.TransactionTimeout,
+			"sessionTimeout", cfg.SessionTimeout, "restoresWaitUpTo", cfg.TransactionTimeout-cfg.SessionTimeout+abortCleanupInterval)
+	}
 	// The runtime's logger and metrics reach the topology through a copy:
 	// the caller's definition stays as it was.
 	run := *topo
@@ -94,9 +104,10 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 			"every transaction that holds them; grant DescribeConfigs so they are dead-lettered instead", "topics", unread)
 	}
 	p := &Processor{cfg: cfg, topo: topo, partitions: partitions}
+	kept := &keptStores{}
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
-		m := &member{cfg: &p.cfg, topo: topo, hooks: cfg.Hooks, memberName: name, maxRecord: cfg.maxRecord,
+		m := &member{cfg: &p.cfg, topo: topo, hooks: cfg.Hooks, memberName: name, maxRecord: cfg.maxRecord, kept: kept,
 			tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: partitions,
 			log: cfg.Logger.With("member", name), producerCfg: producerConfig(&cfg, name)}
 		if err := m.connect(); err != nil {
@@ -138,6 +149,11 @@ func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int3
 		})
 	return parts, err
 }
+
+// abortCleanupInterval is the broker's default
+// transaction.abort.timed.out.transaction.cleanup.interval.ms: how often the
+// transaction coordinator looks for transactions past their timeout.
+const abortCleanupInterval = 10 * time.Second
 
 // defaultMaxRecord is sarama's Producer.MaxMessageBytes, the limit when
 // no topic has a smaller max.message.bytes.
