@@ -20,6 +20,7 @@ type Runtime struct {
 	stalls          prometheus.Counter
 	rebalances      prometheus.Counter
 	restored        prometheus.Counter
+	tableOpens      *prometheus.CounterVec
 	swept           prometheus.Counter
 	restoreRemainig *prometheus.GaugeVec
 	filterBytes     *prometheus.GaugeVec
@@ -45,6 +46,9 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 		rebalances: counter("rebalances_total", "Group sessions started (assignments)."),
 		restored:   counter("restore_records_total", "Changelog records restored into local tables."),
 		swept:      counter("cleanup_deleted_total", "Expired seen records deleted by the sweeper (tombstoned in the changelog)."),
+		tableOpens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "dedup", Name: "table_opens_total",
+			Help: "Partition tables a session started with: kept (open from the member's previous session, only the " +
+				"changelog's tail read) or opened (from the state dir, every stored key scanned).", ConstLabels: labels}, []string{"how"}),
 		aborted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "dedup", Name: "transactions_aborted_total",
 			Help: "Kafka transactions aborted, by reason (fenced, error, interrupted).", ConstLabels: labels}, []string{"reason"}),
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "dedup", Name: "commit_duration_seconds",
@@ -56,15 +60,18 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 			Help: "Memory of the in-memory filter of a partition's table keys, by partition.", ConstLabels: labels}, []string{"partition"}),
 		rebalanceTook: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "dedup", Name: "rebalance_duration_seconds",
 			Help: "From a member's stop (its first join, or the end of its previous session: revoked, aborted or failed) " +
-				"until it processes again, table restores included.",
+				"until every partition it claimed is restored (partitions restored earlier process meanwhile).",
 			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}),
 	}
 	reg.MustRegister(r.swept, r.committed, r.stalls, r.txnRecords, r.fencings, r.deadFenced, r.rebalances, r.restored, r.aborted, r.commitSeconds,
-		r.restoreRemainig, r.filterBytes, r.rebalanceTook)
+		r.restoreRemainig, r.filterBytes, r.rebalanceTook, r.tableOpens)
 	// At 0 from the start, so that the first abort is an increase() an
 	// alert sees and a dashboard's query finds the series before any abort.
 	for _, reason := range []string{"fenced", "error", "interrupted"} {
 		r.aborted.WithLabelValues(reason)
+	}
+	for _, how := range []string{"kept", "opened"} {
+		r.tableOpens.WithLabelValues(how)
 	}
 	return r
 }
@@ -91,6 +98,13 @@ func (r *Runtime) PartitionRevoked(partition int32) {
 	label := strconv.Itoa(int(partition))
 	r.filterBytes.DeleteLabelValues(label)
 	r.restoreRemainig.DeleteLabelValues(label)
+}
+func (r *Runtime) TableOpened(_ int32, kept bool) {
+	how := "opened"
+	if kept {
+		how = "kept"
+	}
+	r.tableOpens.WithLabelValues(how).Inc()
 }
 func (r *Runtime) RestoreProgress(partition int32, restored, remaining int64) {
 	r.restored.Add(float64(restored))

@@ -209,13 +209,21 @@ type Hooks interface {
 	// transaction timeout.
 	DeadTransactionFenced()
 	Rebalanced()
-	// RebalanceCompleted tells how long a member did not process: from its
-	// first join, or the Cleanup of its previous session, until the end of
-	// Setup (restores included).
+	// RebalanceCompleted tells how long a member took to be ready again:
+	// from its first join, or the Cleanup of its previous session, until
+	// every partition it claimed was restored. Partitions restored earlier
+	// process meanwhile; a partition whose store the member kept is
+	// usually ready within a fetch of the changelog.
 	RebalanceCompleted(took time.Duration)
 	// ConsumerLag is the records of a claimed input or loop partition that
 	// are not processed yet, every second (lag.go says how it is counted).
 	ConsumerLag(topic string, partition int32, records int64)
+	// TableOpened tells that a session starts restoring a claimed
+	// partition's table: kept, the store the member kept open from its
+	// previous session (no reopen, no key filter scan: only the changelog's
+	// tail is read); otherwise opened from the state dir, which scans every
+	// stored key.
+	TableOpened(partition int32, kept bool)
 	RestoreProgress(partition int32, restored, remaining int64)
 	TableSize(partition int32, entries int64)
 	// KeyFilterBytes is the memory of a partition's key filter
@@ -223,7 +231,8 @@ type Hooks interface {
 	KeyFilterBytes(partition int32, bytes int)
 	Swept(partition int32, deleted int)
 	// PartitionRevoked tells that the member closed the partition's table
-	// (revoked by a rebalance, or the worker stopping): what was reported
+	// (not claimed again after a rebalance, or the worker stopping; a table
+	// the member claims again stays open through the rebalance): what was reported
 	// for it is another member's to report now, so per-partition series
 	// should be dropped, not left at their last value to be summed twice.
 	PartitionRevoked(partition int32)
@@ -240,6 +249,7 @@ func (NopHooks) DeadTransactionFenced()              {}
 func (NopHooks) Rebalanced()                         {}
 func (NopHooks) RebalanceCompleted(time.Duration)    {}
 func (NopHooks) ConsumerLag(string, int32, int64)    {}
+func (NopHooks) TableOpened(int32, bool)             {}
 func (NopHooks) RestoreProgress(int32, int64, int64) {}
 func (NopHooks) TableSize(int32, int64)              {}
 func (NopHooks) KeyFilterBytes(int32, int)           {}

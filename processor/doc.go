@@ -29,16 +29,33 @@
 // owner a restore. Goka's copartitioning strategy is listed second, the one
 // a group agrees on while a member of an earlier release is in it.
 //
-// # Restore (member.go Setup, restore.go, store.go)
+// # Restore (session.go, restore.go, store.go)
 //
-// When the group assigns partitions, Setup opens each partition's LevelDB
-// store and restore reads the changelog read_committed from the offset the
-// store recorded up to the log end, waiting for an open transaction below it
-// to be decided (a dead instance's transaction ends at the transaction
-// timeout at the latest). A store whose recorded offset is outside the log
-// is wiped and restored from the start; a damaged store is deleted and
-// restored (store_corrupt.go). Only a fully restored table is published:
-// nothing is judged against a partial one.
+// sarama's eager protocol revokes every partition at each rebalance, but a
+// member keeps its stores open through it: Cleanup keeps them once the loop
+// stopped (nothing uncommitted is in them), and Setup closes only those of
+// partitions it did not get. Setup starts one restore per claimed partition,
+// a few at once, and returns. A restore takes the kept store, or opens the
+// partition's LevelDB store (a scan of every stored key for the key filter),
+// and reads the changelog read_committed from the offset the store recorded
+// up to the log end: for a kept store that is nothing, or what another
+// member committed while this one was cut off. A store whose recorded offset
+// is outside the log is wiped and restored from the start; a damaged store
+// is deleted and restored (store_corrupt.go). A restored table is handed to
+// the loop, and only then do the partition's claims hand it records:
+// nothing is judged against a partial table, no offset of a partition still
+// restoring is committed, and the other partitions process meanwhile. A
+// failed restore ends the session (a disk error stops the member).
+//
+// The read waits for an open transaction below the log end to be decided.
+// One left open by an instance that died is aborted by the group's leader
+// before it hands out the dead instance's partitions (see Abort and
+// fencing); without that (brokers before Kafka 3.0, or the fencing failed)
+// the coordinator aborts it once it is older than TransactionTimeout, at its
+// next check for such transactions (the broker's
+// transaction.abort.timed.out.transaction.cleanup.interval.ms, 10 s by
+// default). An instance restarted under the same instance ID aborts its
+// predecessor's transaction at once.
 //
 // # Processing (member.go ConsumeClaim, loop, process; context.go)
 //

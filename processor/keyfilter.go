@@ -203,9 +203,11 @@ func (s *store) maintainKeys() {
 
 // reserveKeys makes the filter big enough for n more keys, so that a restore
 // does not rebuild it over and over while the table grows. It scans the
-// stored keys once, in the caller's goroutine.
+// stored keys once, in the caller's goroutine, unless the filter has room:
+// a kept store's restore of a short tail must not scan them (a background
+// rebuild may go on; it takes the restored keys as pending).
 func (s *store) reserveKeys(n int64) error {
-	if s.keys != nil && s.rebuild == nil && int64(s.keys.capacity-s.keys.added) >= n {
+	if s.keys != nil && int64(s.keys.capacity-s.keys.added) >= n {
 		return nil
 	}
 	s.stopRebuild()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -53,17 +52,30 @@ type member struct {
 	fatal         error // set by the loop; read by run after Consume returned
 	health        memberHealth
 	// rebalanceStart is when the member last stopped processing: its first
-	// join, or the Cleanup of a revoked or failed session; Setup reports the
-	// time from there until processing starts again. Setup, Cleanup and run
-	// share one goroutine (sarama's Consume calls both).
+	// join, or the Cleanup of a revoked or failed session; the session's
+	// restores report the time from there until every claimed partition is
+	// ready again (session.go). Setup, Cleanup and run share one goroutine
+	// (sarama's Consume calls both).
 	rebalanceStart time.Time
 
+	// kept are the stores of the last sessions of the Processor's members,
+	// open, with nothing uncommitted in them: Setup hands each claimed
+	// partition's to its restore and closes the others this member kept
+	// (session.go).
+	kept *keptStores
+	// restores are the session's restores by partition, made by Setup and
+	// read-only until Cleanup; restoring counts their goroutines.
+	restores  map[int32]*partitionRestore
+	restoring sync.WaitGroup
+
 	// tablesMu guards the tables map (not the tables) against Lookup from
-	// HTTP handlers; the map changes only in Setup and Cleanup.
+	// HTTP handlers; the loop adds a partition's table once it is restored,
+	// and Setup and Cleanup reset the map.
 	tablesMu sync.RWMutex
 
 	// Owned by the loop goroutine during a session.
-	tables map[int32]*partitionTable // the claimed partitions' stores
+	tables map[int32]*partitionTable // the restored partitions' stores
+	adopt  chan *partitionTable      // a restored partition for the loop to own (session.go)
 	txn    txnState
 	// committing is the previous transaction while its commit runs
 	// (commit.go); staged holds the records produced meanwhile, and
@@ -85,10 +97,6 @@ type inbound struct {
 	progress *claimProgress // of msg's claim (lag.go)
 }
 
-// bigRestore is the number of restored records after which Setup returns the
-// restore's heap to the OS.
-const bigRestore = 100_000
-
 // crash is an injected fault: the member stops dead, without aborting.
 type crash struct{ err error }
 
@@ -105,6 +113,7 @@ func (m *member) topics() []string { return append(slices.Clone(m.topo.Inputs), 
 // again, so the member rejoins and resumes from the committed offsets.
 func (m *member) run(ctx context.Context) error {
 	defer m.closeProducer()
+	defer m.closeKept()
 	for ctx.Err() == nil {
 		if m.producer == nil {
 			if m.limitStale {
@@ -184,77 +193,6 @@ func (m *member) closeProducer() {
 	}
 }
 
-// Setup opens and restores the stores of the claimed partitions, then starts
-// the processing loop.
-func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
-	m.hooks.Rebalanced()
-	m.ready.Store(false)
-	// Uncommitted records of moved partitions are dropped; the others' wait
-	// stops while the tables are restored (health.go).
-	m.health.restoring(time.Now(), sess.Claims())
-	defer func() { m.health.restored(time.Now()) }()
-	m.tablesMu.Lock()
-	m.tables = map[int32]*partitionTable{}
-	m.tablesMu.Unlock()
-	var restored int64
-	for _, parts := range sess.Claims() {
-		for _, p := range parts {
-			if m.tables[p] != nil {
-				continue
-			}
-			path := TablePath(m.cfg.StateDir, m.topo.TableTopic(), p)
-			s, damage, err := openOrWipe(path, seenExpiry)
-			if damage != nil {
-				m.log.Error("table store damaged, deleted it to restore it from the changelog",
-					"partition", p, "path", path, "err", damage)
-			}
-			if err != nil {
-				m.closeStores()
-				return m.setupFailed(err)
-			}
-			// Published to Lookup only once restored: a restore reopens or
-			// wipes the store's LevelDB, and a half-restored table would
-			// answer "not seen" for keys it has not reached yet.
-			n, err := m.restore(sess.Context(), p, s)
-			if err != nil {
-				s.noteCorrupt(err)
-				m.closeStore(p, s)
-				m.closeStores()
-				return m.setupFailed(err)
-			}
-			m.own(p, s)
-			restored += n
-		}
-	}
-	if restored >= bigRestore {
-		// The restore's fetch responses and LevelDB compaction buffers are
-		// garbage now, but the runtime would keep the heap they grew for
-		// minutes; a worker that restored millions of IDs would hold
-		// hundreds of MiB it does not use. Hand it back now, once.
-		debug.FreeOSMemory()
-	}
-	m.txn, m.failed, m.committing, m.commitDue = newTxnState(), false, nil, false
-	m.in, m.stop, m.done = make(chan []inbound, 16), make(chan struct{}), make(chan struct{})
-	go m.loop(sess)
-	m.ready.Store(true)
-	m.hooks.RebalanceCompleted(time.Since(m.rebalanceStart))
-	m.rebalanceStart = time.Time{}
-	m.log.Info("partitions assigned", "claims", sess.Claims(), "generation", sess.GenerationID())
-	return nil
-}
-
-// setupFailed returns Setup's error, which makes run rejoin the group: a
-// restore's fetch can fail on a broker that moved. A disk error stops the
-// member instead (run returns it): a full disk or a read-only state dir
-// needs an operator, and rejoining every second until then would
-// rebalance every member of the group each time.
-func (m *member) setupFailed(err error) error {
-	if diskError(err) {
-		m.fatal = err
-	}
-	return err
-}
-
 // handBatch bounds the messages a claim hands to the loop at once.
 const handBatch = 64
 
@@ -270,6 +208,17 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 	progress := m.claimProgress(claim)
 	defer m.watchLag(claim, progress)()
 	done := sess.Context().Done()
+	// Nothing of the partition reaches the loop before its table: the
+	// restore handed the table to the loop before it ended (session.go).
+	r := m.restores[claim.Partition()]
+	select {
+	case <-r.done:
+	case <-done:
+		return nil
+	}
+	if !r.ok {
+		return nil // the restore failed and ended the session
+	}
 	for {
 		var batch []inbound
 		select {
@@ -324,57 +273,6 @@ func (m *member) hand(sess sarama.ConsumerGroupSession, in []inbound) bool {
 	}
 }
 
-// Cleanup commits what the loop holds (on revoke and shutdown), stops it
-// and closes the stores, which the next owner may open.
-func (m *member) Cleanup(sess sarama.ConsumerGroupSession) error {
-	m.ready.Store(false)
-	m.rebalanceStart = time.Now()
-	if fenced := sessionFenced(sess.Context(), m.memberName, m.topo.Group); fenced != nil && m.fatal == nil {
-		// Set before Consume returns, so run never rejoins: a rejoin
-		// would fence the newer instance in turn.
-		m.log.Error("instance fenced by another with the same instance ID, stopping", "err", fenced)
-		m.fatal = fenced
-	}
-	if m.stop != nil {
-		close(m.stop)
-		<-m.done
-		m.stop = nil
-	}
-	m.closeStores()
-	return nil
-}
-
-// own makes the restored store of partition p the member's for the session.
-func (m *member) own(p int32, s *store) {
-	m.tablesMu.Lock()
-	m.tables[p] = &partitionTable{m: m, p: p, store: s}
-	m.tablesMu.Unlock()
-}
-
-func (m *member) closeStores() {
-	m.tablesMu.Lock()
-	defer m.tablesMu.Unlock()
-	for p, t := range m.tables {
-		m.closeStore(p, t.store)
-		m.hooks.PartitionRevoked(p)
-	}
-	m.tables = nil
-}
-
-// closeStore closes a partition's store and deletes it when LevelDB found it
-// damaged, so that the next owner restores it from the changelog
-// (store_corrupt.go).
-func (m *member) closeStore(p int32, s *store) {
-	wiped, err := s.closeOrWipe()
-	if wiped {
-		m.log.Error("table store damaged, deleted it: the partition's next owner restores it from the changelog",
-			"partition", p, "path", s.path)
-	}
-	if err != nil {
-		m.log.Warn("closing table store", "partition", p, "err", err)
-	}
-}
-
 func (m *member) loop(sess sarama.ConsumerGroupSession) {
 	defer close(m.done)
 	tick := time.NewTicker(m.cfg.CommitInterval)
@@ -396,6 +294,8 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 			acks, nacks = m.producer.Successes(), m.producer.Errors()
 		}
 		select {
+		case t := <-m.adopt:
+			m.own(t)
 		case batch := <-m.in:
 			m.handleBatch(sess, batch)
 			m.handleQueued(sess)

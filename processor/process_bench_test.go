@@ -52,7 +52,7 @@ func newTestMember(tb testing.TB, producer sarama.AsyncProducer, partitions ...i
 			tb.Fatal(err)
 		}
 		tb.Cleanup(func() { s.Close() })
-		m.own(p, s)
+		m.own(&partitionTable{m: m, p: p, store: s})
 	}
 	return m
 }

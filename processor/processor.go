@@ -98,9 +98,10 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 			"every transaction that holds them; grant DescribeConfigs so they are dead-lettered instead", "topics", unread)
 	}
 	p := &Processor{cfg: cfg, topo: topo, partitions: partitions}
+	kept := &keptStores{}
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
-		m := &member{cfg: &p.cfg, topo: topo, hooks: cfg.Hooks, memberName: name, maxRecord: cfg.maxRecord,
+		m := &member{cfg: &p.cfg, topo: topo, hooks: cfg.Hooks, memberName: name, maxRecord: cfg.maxRecord, kept: kept,
 			tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: partitions,
 			log: cfg.Logger.With("member", name), producerCfg: producerConfig(&cfg, name)}
 		if err := m.connect(); err != nil {
@@ -142,6 +143,7 @@ func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int3
 		})
 	return parts, err
 }
+
 
 // defaultMaxRecord is sarama's Producer.MaxMessageBytes, the limit when
 // no topic has a smaller max.message.bytes.

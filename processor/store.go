@@ -78,8 +78,8 @@ type store struct {
 // memtables while processing, because a worker holds one store per
 // partition and goleveldb keeps two per store (the active one and a
 // recycled one): its 4 MiB default cost 12 partitions about 100 MiB; 1 MiB
-// cost 8% more CPU per event. A restore writes a whole changelog at once and
-// runs one partition at a time: it gets goleveldb's default size (146k
+// cost 8% more CPU per event. A restore writes a whole changelog at once, and
+// at most restoreParallel run at once: it gets goleveldb's default size (146k
 // records/s instead of 115k at 2 MiB). No compactions triggered by reads
 // (go-ethereum turns them off too): every first-seen event is a lookup that
 // misses through several table files, so reads kept triggering compactions;
@@ -96,7 +96,7 @@ func storeOptions(writeBuffer int) *opt.Options {
 
 const (
 	storeWriteBuffer   = 2 << 20 // per store while processing
-	restoreWriteBuffer = 4 << 20 // while restoring, one store at a time
+	restoreWriteBuffer = 4 << 20 // while restoring, restoreParallel stores at most
 )
 
 // openStore opens a partition store for processing (storeWriteBuffer).

@@ -191,7 +191,7 @@ func TestSweepOverADamagedStoreEndsTheSession(t *testing.T) {
 	m := newTestMember(t, prod)
 	ended := false
 	m.cancelSession = func() { ended = true }
-	m.own(0, s)
+	m.own(&partitionTable{m: m, p: 0, store: s})
 
 	m.sweep(time.Now().Add(2 * time.Hour)) // every record expired: the scan reads every block
 	if !m.failed || !ended {
@@ -205,7 +205,7 @@ func TestSweepOverADamagedStoreEndsTheSession(t *testing.T) {
 	}
 }
 
-// Only the state dir's file system failing stops the member (setupFailed):
+// Only the state dir's file system failing stops the member (keepStores):
 // damage is restored, and Kafka's errors are retried by rejoining.
 func TestDiskErrorIsTheFileSystemOnly(t *testing.T) {
 	notADir := filepath.Join(t.TempDir(), "file")

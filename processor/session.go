@@ -1,0 +1,352 @@
+package processor
+
+import (
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// A rebalance used to close every store of the member in Cleanup and to
+// open and restore each claimed partition's store, one after the other, in
+// Setup. Opening a store scans all its keys for the key filter, so every
+// partition stopped as long as the member took to reopen all of them: a
+// fourth worker joining three that held 10M seen IDs stopped the group for
+// about 12 s. sarama's eager protocol revokes every partition at each
+// rebalance, so the member cannot go on processing through one, but it can
+// keep its stores:
+//
+//   - Cleanup keeps the stores open (member.kept) once the loop stopped: its
+//     last transaction is committed or aborted, so nothing uncommitted is in
+//     them. A store LevelDB found damaged is deleted as before.
+//   - Setup closes the kept stores of partitions it did not get, starts one
+//     restore per claimed partition (at most restoreParallel at once) and
+//     returns. A kept store is not reopened and its key filter not rebuilt.
+//   - Every restore, of a kept store too, reads the changelog from the offset
+//     the store recorded: the changelog is the truth. Had the partition been
+//     another member's meanwhile (this member was cut off, say), the restore
+//     reads what that member committed; had nothing moved, there is nothing
+//     to read.
+//   - A restored partition's table is handed to the loop (member.adopt), and
+//     only then do its claims hand the loop records: no record is judged
+//     against a partial table, and no offset of a partition still restoring
+//     is committed. An event re-keyed to such a partition goes through the
+//     loop topic (txnContext.LoopTable does not find its table), so it is
+//     judged there once the partition is ready.
+//   - A failed restore ends the session, so run rejoins; a disk error stops
+//     the member, since rejoining would not fix it.
+
+// restoreParallel bounds the partitions a member restores at once. A restore
+// waits on fetches and LevelDB writes in about equal parts, and each one
+// holds two restoreWriteBuffer memtables, so a few at once is enough.
+const restoreParallel = 4
+
+// bigRestore is the number of records a session's restores read after which
+// the restores' heap is returned to the OS.
+const bigRestore = 100_000
+
+// partitionRestore is one claimed partition's restore in a session. Its
+// goroutine owns the fields until it closes done.
+type partitionRestore struct {
+	p    int32
+	done chan struct{}
+	// store is the partition's store: kept or opened, then restored; nil
+	// when it was closed after a failure.
+	store *store
+	ok    bool  // restored and handed to the loop
+	n     int64 // changelog records read
+	err   error // why the restore ended without ok
+}
+
+// Setup starts the session: the loop, and a restore for each claimed
+// partition; the partitions' claims wait for theirs (ConsumeClaim).
+func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
+	m.hooks.Rebalanced()
+	m.ready.Store(false)
+	// Uncommitted records of moved partitions are dropped; the others' wait
+	// stops while the tables are restored (health.go).
+	m.health.restoring(time.Now(), sess.Claims())
+	claimed := claimedPartitions(sess.Claims())
+	m.kept.closeUnclaimed(m, claimed)
+	m.tablesMu.Lock()
+	m.tables = map[int32]*partitionTable{}
+	m.tablesMu.Unlock()
+	m.txn, m.failed, m.committing, m.commitDue = newTxnState(), false, nil, false
+	m.in, m.stop, m.done = make(chan []inbound, 16), make(chan struct{}), make(chan struct{})
+	m.adopt = make(chan *partitionTable)
+	go m.loop(sess)
+	m.startRestores(sess, claimed)
+	m.log.Info("partitions assigned", "claims", sess.Claims(), "generation", sess.GenerationID())
+	return nil
+}
+
+// claimedPartitions is the partitions of claims, each once: every input and
+// the loop topic claim the same ones (copartitioned), and one store serves
+// them all.
+func claimedPartitions(claims map[string][]int32) []int32 {
+	var out []int32
+	for _, parts := range claims {
+		for _, p := range parts {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// startRestores starts the restores of the claimed partitions and a
+// goroutine that, once all ended, marks the member ready. m.restoring counts
+// them all; Cleanup waits for them.
+func (m *member) startRestores(sess sarama.ConsumerGroupSession, claimed []int32) {
+	start := m.rebalanceStart
+	m.rebalanceStart = time.Time{}
+	m.restores = make(map[int32]*partitionRestore, len(claimed))
+	slots := make(chan struct{}, restoreParallel)
+	ctx := sess.Context()
+	m.restoring.Add(len(claimed) + 1)
+	for _, p := range claimed {
+		r := &partitionRestore{p: p, done: make(chan struct{}), store: m.kept.take(p)}
+		m.restores[p] = r
+		go func() {
+			defer m.restoring.Done()
+			defer close(r.done)
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+				m.restorePartition(sess, r)
+			case <-ctx.Done():
+				r.err = ctx.Err()
+			}
+		}()
+	}
+	restores := m.restores
+	go func() {
+		defer m.restoring.Done()
+		var n int64
+		ok := true
+		for _, r := range restores {
+			<-r.done
+			n += r.n
+			ok = ok && r.ok
+		}
+		m.health.restored(time.Now())
+		if n >= bigRestore {
+			// The restores' fetch responses and LevelDB compaction buffers
+			// are garbage now, but the runtime would keep the heap they
+			// grew for minutes; a worker that restored millions of IDs
+			// would hold hundreds of MiB it does not use. Hand it back now,
+			// once.
+			debug.FreeOSMemory()
+		}
+		if !ok {
+			return
+		}
+		m.ready.Store(true)
+		if !start.IsZero() {
+			m.hooks.RebalanceCompleted(time.Since(start))
+		}
+		m.log.Info("every claimed partition restored", "partitions", len(restores), "records", n)
+	}()
+}
+
+// restorePartition brings r's store up to the changelog and hands its table
+// to the loop. A kept store is used as it is; otherwise the store is opened
+// (a damaged one is deleted and opened empty: store_corrupt.go).
+func (m *member) restorePartition(sess sarama.ConsumerGroupSession, r *partitionRestore) {
+	ctx := sess.Context()
+	kept := r.store != nil
+	if !kept {
+		path := TablePath(m.cfg.StateDir, m.topo.TableTopic(), r.p)
+		s, damage, err := openOrWipe(path, seenExpiry)
+		if damage != nil {
+			m.log.Error("table store damaged, deleted it to restore it from the changelog",
+				"partition", r.p, "path", path, "err", damage)
+		}
+		if err != nil {
+			m.restoreFailed(ctx.Err(), r, err)
+			return
+		}
+		r.store = s
+	}
+	m.hooks.TableOpened(r.p, kept)
+	n, err := m.restore(ctx, r.p, r.store)
+	r.n = n
+	if err != nil {
+		// A store LevelDB found damaged is deleted; one whose restore was
+		// cut short (the session ended, a fetch failed) is sound up to the
+		// offset it recorded and is kept for the next session.
+		r.store.noteCorrupt(err)
+		if r.store.corrupt.Load() || diskError(err) {
+			m.release(r.p, r.store)
+			r.store = nil
+		}
+		m.restoreFailed(ctx.Err(), r, err)
+		return
+	}
+	select {
+	case m.adopt <- &partitionTable{m: m, p: r.p, store: r.store}:
+		r.ok = true
+	case <-ctx.Done():
+		r.err = ctx.Err()
+	}
+}
+
+// restoreFailed ends the session for a failed restore, unless the session
+// had ended first (ended: its context's error), which is what failed it. A
+// fetch can fail on a broker that moved: the rejoin restores again. A disk
+// error stops the member in Cleanup instead.
+func (m *member) restoreFailed(ended error, r *partitionRestore, err error) {
+	r.err = err
+	if ended != nil {
+		return
+	}
+	m.log.Error("restoring table partition failed, ending the session", "partition", r.p, "err", err)
+	m.cancelSession()
+}
+
+// own makes partition t.p's restored table the loop's.
+func (m *member) own(t *partitionTable) {
+	m.tablesMu.Lock()
+	m.tables[t.p] = t
+	m.tablesMu.Unlock()
+}
+
+// Cleanup waits for the session's restores, commits what the loop holds (on
+// revoke and shutdown), stops it and keeps the stores for the next session.
+func (m *member) Cleanup(sess sarama.ConsumerGroupSession) error {
+	m.restoring.Wait()
+	m.ready.Store(false)
+	m.rebalanceStart = time.Now()
+	if fenced := sessionFenced(sess.Context(), m.memberName, m.topo.Group); fenced != nil && m.fatal == nil {
+		// Set before Consume returns, so run never rejoins: a rejoin
+		// would fence the newer instance in turn.
+		m.log.Error("instance fenced by another with the same instance ID, stopping", "err", fenced)
+		m.fatal = fenced
+	}
+	if m.stop != nil {
+		close(m.stop)
+		<-m.done
+		m.stop = nil
+	}
+	m.keepStores()
+	return nil
+}
+
+// keepStores moves the session's stores to kept, once the loop stopped:
+// its transactions are committed or aborted, so the overlays hold nothing
+// the next session needs (Drop clears what an apply that failed left). A
+// store found damaged is closed and deleted instead. A restore that failed
+// on the disk stops the member: a full disk or a read-only state dir needs
+// an operator, and rejoining every second until then would rebalance every
+// member of the group each time.
+func (m *member) keepStores() {
+	m.tablesMu.Lock()
+	tables := m.tables
+	m.tables = nil
+	m.tablesMu.Unlock()
+	for p, r := range m.restores {
+		if r.err != nil && diskError(r.err) && m.fatal == nil {
+			m.fatal = r.err
+		}
+		s := r.store
+		if t := tables[p]; t != nil {
+			s = t.store
+		}
+		if s == nil {
+			continue
+		}
+		s.Drop()
+		if s.corrupt.Load() {
+			m.release(p, s)
+			continue
+		}
+		m.kept.put(m, p, s)
+	}
+	m.restores = nil
+}
+
+// closeKept closes the stores the member kept, when run returns.
+func (m *member) closeKept() {
+	if m.kept != nil {
+		m.kept.closeUnclaimed(m, nil)
+	}
+}
+
+// keptStores are the stores the members of one Processor kept open from
+// their last sessions. A member takes a partition's store whichever member
+// kept it: with several threads, the partition another thread held may be
+// this one's now, and LevelDB would refuse to open it while it is open. A
+// member closes those it kept and did not claim again in its Setup, under
+// the lock, so a member that finds no kept store opens it after it was
+// closed. (A member whose session timed out while it still holds a store
+// in its loop has not kept it yet: another member's open fails on LevelDB's
+// lock, and the rejoin retries, as before stores were kept.)
+type keptStores struct {
+	mu     sync.Mutex
+	stores map[int32]keptStore
+}
+
+type keptStore struct {
+	s  *store
+	by *member
+}
+
+// take removes and returns partition p's kept store; nil when none.
+func (k *keptStores) take(p int32) *store {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	ks, ok := k.stores[p]
+	if !ok {
+		return nil
+	}
+	delete(k.stores, p)
+	return ks.s
+}
+
+// put keeps partition p's store, kept by m.
+func (k *keptStores) put(m *member, p int32, s *store) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.stores == nil {
+		k.stores = map[int32]keptStore{}
+	}
+	k.stores[p] = keptStore{s: s, by: m}
+}
+
+// closeUnclaimed closes the stores m kept whose partitions are not in
+// claimed.
+func (k *keptStores) closeUnclaimed(m *member, claimed []int32) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for p, ks := range k.stores {
+		if ks.by == m && !slices.Contains(claimed, p) {
+			m.release(p, ks.s)
+			delete(k.stores, p)
+		}
+	}
+}
+
+// release closes partition p's store, which the next owner may open, and
+// tells the hooks the partition is not this member's any more.
+func (m *member) release(p int32, s *store) {
+	m.closeStore(p, s)
+	m.hooks.PartitionRevoked(p)
+}
+
+// closeStore closes a partition's store and deletes it when LevelDB found it
+// damaged, so that the next owner restores it from the changelog
+// (store_corrupt.go).
+func (m *member) closeStore(p int32, s *store) {
+	wiped, err := s.closeOrWipe()
+	if wiped {
+		m.log.Error("table store damaged, deleted it: the partition's next owner restores it from the changelog",
+			"partition", p, "path", s.path)
+	}
+	if err != nil {
+		m.log.Warn("closing table store", "partition", p, "err", err)
+	}
+}
