@@ -142,6 +142,15 @@ func Contenders() []Contender {
 			Kind: contenders.Exactly, CommitInterval: 100 * time.Millisecond, Threads: 2, Extra: true},
 		{Name: "exactly-once-100ms-norekey-2t", Label: "this worker, exactly-once, 100 ms, --rekey=never --threads 2",
 			Kind: contenders.Exactly, CommitInterval: 100 * time.Millisecond, Rekey: "never", Threads: 2},
+		// The same job as a Kafka Streams application (bench/kstreams), the
+		// JVM as the contender process: exactly_once_v2, a RocksDB store, the
+		// worker's commit interval. "kstreams" judges each event in its input
+		// partition's store (as --rekey=never), "kstreams-repartition" re-keys
+		// by event ID through a repartition topic first (as --rekey=always).
+		{Name: "kstreams", Label: "Kafka Streams " + contenders.KStreamsVersion + ", exactly_once_v2, 100 ms, local store",
+			Kind: contenders.KStreams, CommitInterval: 100 * time.Millisecond, Rekey: "never"},
+		{Name: "kstreams-repartition", Label: "Kafka Streams " + contenders.KStreamsVersion + ", exactly_once_v2, 100 ms, repartition by event ID",
+			Kind: contenders.KStreams, CommitInterval: 100 * time.Millisecond},
 	}
 }
 
