@@ -3,6 +3,16 @@
 // throughput, end-to-end latency, CPU, peak RSS, correctness and the dedup
 // table's restore and memory figures, as a table and as docs/benchmarks.md
 // with charts it draws itself.
+//
+// The Kafka Streams rows (kstreams, kstreams-repartition) run a JVM as the
+// contender process: the harness builds bench/kstreams's jar with Maven before
+// anything is timed (when it is missing or older than its sources), and the
+// contender process execs java on it, so the CPU time and peak RSS read from
+// /proc are the JVM's. Each exactly-once worker row is then set against the
+// Kafka Streams row doing the same routing (a local store for --rekey=never,
+// a repartition topic otherwise): throughput, CPU per 1M events and p99 as
+// ratios, cold (the whole run) and warm (from a fifth of the outputs on, when
+// the JVM's JIT and the caches are warm).
 package harness
 
 import (
