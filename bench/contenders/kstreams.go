@@ -58,24 +58,33 @@ func KStreamsDir() (string, error) {
 	return "", fmt.Errorf("kstreams: no bench/kstreams/pom.xml above %v (set BENCH_KSTREAMS_DIR)", starts)
 }
 
+// CheckKStreams reports what the Kafka Streams contender lacks here: the
+// Maven project, java, or mvn when the jar needs building. It returns the
+// project's directory, the jar's path and whether the jar is stale.
+func CheckKStreams() (dir, jar string, stale bool, err error) {
+	if dir, err = KStreamsDir(); err != nil {
+		return "", "", false, err
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		return "", "", false, errors.New("kstreams: java is not installed (the Kafka Streams contender needs a JDK 17)")
+	}
+	jar = filepath.Join(dir, kstreamsJar)
+	if stale, err = jarStale(dir, jar); err != nil {
+		return "", "", false, err
+	}
+	if _, err := exec.LookPath("mvn"); stale && err != nil {
+		return "", "", false, fmt.Errorf("kstreams: %s is missing or out of date and mvn (Maven) is not installed to build it", jar)
+	}
+	return dir, jar, stale, nil
+}
+
 // BuildKStreams builds the Kafka Streams contender's jar with `mvn -q -B
 // package` when it is missing or older than the pom or a source file, and
 // returns its path. It fails early when java or mvn is not installed.
 func BuildKStreams(ctx context.Context, log io.Writer) (string, error) {
-	dir, err := KStreamsDir()
-	if err != nil {
-		return "", err
-	}
-	if _, err := exec.LookPath("java"); err != nil {
-		return "", errors.New("kstreams: java is not installed (the Kafka Streams contender needs a JDK 17)")
-	}
-	jar := filepath.Join(dir, kstreamsJar)
-	stale, err := jarStale(dir, jar)
+	dir, jar, stale, err := CheckKStreams()
 	if err != nil || !stale {
 		return jar, err
-	}
-	if _, err := exec.LookPath("mvn"); err != nil {
-		return "", fmt.Errorf("kstreams: %s is missing or out of date and mvn (Maven) is not installed to build it", jar)
 	}
 	fmt.Fprintf(log, "kstreams: building %s (mvn -q -B package)\n", jar)
 	cmd := exec.CommandContext(ctx, "mvn", "-q", "-B", "package")
