@@ -173,7 +173,8 @@ chaos-short:
 # The Kafka Streams contenders need java (17) and mvn: the harness builds
 # bench/kstreams/target/dedup-kstreams.jar with `mvn -q -B package` when it is
 # missing or older than its sources.
-# bench-smoke: the same at toy size in about a minute, no doc; it fails unless every
+# bench-smoke: the same at toy size in about a minute (Kafka Streams only as
+# kstreams-repartition: each JVM start costs about 10 s), no doc; it fails unless every
 # contender delivered every event exactly once. Extra flags: BENCHFLAGS=...
 BENCHFLAGS  ?=
 BENCH_KAFKA := KAFKA_PORT=29092 KAFKA_DATA=$(CURDIR)/.kafka-bench $(KAFKA)
