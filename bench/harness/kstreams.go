@@ -143,11 +143,18 @@ func (r *Report) kstreamsSection(p func(string, ...any)) {
 	p("")
 }
 
-// printKStreams writes the same ratios to the console table.
+// printKStreams writes the same ratios to the console table ("-" where a
+// side lacks the figure, as a warm interval the toy-sized smoke may not have).
 func (r *Report) printKStreams(w func(string, ...any)) {
+	x := func(v float64) string {
+		if v == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2fx", v)
+	}
 	for _, c := range r.KStreamsComparisons() {
-		w("vs %s: %-30s events/s %.2fx (warm %.2fx)  CPU/1M %.2fx (warm %.2fx)  peak RSS %.2fx  p99 %.2fx\n",
-			c.Peer.Contender.Name, c.Worker.Contender.Name, c.Throughput, c.WarmThroughput, c.CPUPerM, c.WarmCPUPerM, c.PeakRSS, c.P99)
+		w("vs %s: %-30s events/s %s (warm %s)  CPU/1M %s (warm %s)  peak RSS %s  p99 %s\n", c.Peer.Contender.Name,
+			c.Worker.Contender.Name, x(c.Throughput), x(c.WarmThroughput), x(c.CPUPerM), x(c.WarmCPUPerM), x(c.PeakRSS), x(c.P99))
 	}
 }
 
