@@ -170,7 +170,11 @@ chaos-short:
 # `make test`), Redis and PostgreSQL on 26379/25432 (apt-get installed when missing),
 # runs every contender 3 times on 1M events, measures latency, restore and memory,
 # and writes docs/benchmarks.md and its charts. About 30 minutes on 2 cores.
-# bench-smoke: the same at toy size in about a minute, no doc; it fails unless every
+# The Kafka Streams contenders need java (17) and mvn: the harness builds
+# bench/kstreams/target/dedup-kstreams.jar with `mvn -q -B package` when it is
+# missing or older than its sources.
+# bench-smoke: the same at toy size in about a minute (Kafka Streams only as
+# kstreams-repartition: each JVM start costs about 10 s), no doc; it fails unless every
 # contender delivered every event exactly once. Extra flags: BENCHFLAGS=...
 BENCHFLAGS  ?=
 BENCH_KAFKA := KAFKA_PORT=29092 KAFKA_DATA=$(CURDIR)/.kafka-bench $(KAFKA)

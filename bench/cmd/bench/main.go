@@ -47,7 +47,7 @@ func run(mode string, args []string) int {
 	cfg := harness.Config{Log: os.Stderr, InstallServices: true}
 	fs := flag.NewFlagSet("bench "+mode, flag.ContinueOnError)
 	brokers := fs.String("brokers", os.Getenv("KAFKA_BROKERS"), "bootstrap brokers (default $KAFKA_BROKERS)")
-	contenderList := fs.String("contenders", "", "comma-separated subset of the contenders (default all)")
+	contenderList := fs.String("contenders", "", "comma-separated subset of the contenders (default all; smoke: all but kstreams)")
 	fs.IntVar(&cfg.Records, "n", pick(smoke, 6000, 1_000_000), "input records of the throughput runs (duplicates included)")
 	fs.IntVar(&cfg.SlowRecords, "n-slow", pick(smoke, 0, 100_000), "input records for the Redis and PostgreSQL contenders (0: same as -n)")
 	fs.IntVar(&cfg.Runs, "runs", pick(smoke, 1, 3), "throughput runs per contender (the median is reported)")
@@ -80,6 +80,9 @@ func run(mode string, args []string) int {
 	}
 	cfg.Brokers = strings.Split(*brokers, ",")
 	cfg.Partitions = int32(partitions)
+	if smoke {
+		cfg.Contenders = harness.SmokeContenders()
+	}
 	if *contenderList != "" {
 		cfg.Contenders = strings.Split(*contenderList, ",")
 	}
