@@ -339,11 +339,24 @@ func consumerConfig(cfg *Config, name string) *sarama.Config {
 	// give a member the same partitions of every topic.
 	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{assign.Sticky, goka.CopartitioningStrategy}
 	c.Consumer.Group.Session.Timeout = cfg.SessionTimeout
-	c.Consumer.Group.Heartbeat.Interval = cfg.SessionTimeout / 5
+	c.Consumer.Group.Heartbeat.Interval = heartbeatInterval(cfg.SessionTimeout)
 	// Static membership: a restarted instance gets its partitions back at
 	// once instead of after a rebalance.
 	c.Consumer.Group.InstanceId = name
 	return c
+}
+
+// maxHeartbeat bounds the heartbeat interval. Under the eager protocol a
+// rebalance waits until every member has heard of it, at its next
+// heartbeat, and has rejoined; the members that heard first stand still
+// meanwhile. sarama's usual third of the session timeout made a scale-in or
+// a takeover wait up to 2-3 s more at the default 10 s; half a second costs
+// the coordinator two small requests a second per member.
+const maxHeartbeat = 500 * time.Millisecond
+
+// heartbeatInterval is a fifth of the session timeout, at most maxHeartbeat.
+func heartbeatInterval(session time.Duration) time.Duration {
+	return min(session/5, maxHeartbeat)
 }
 
 func producerConfig(cfg *Config, name string) *sarama.Config {
