@@ -144,7 +144,6 @@ func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int3
 	return parts, err
 }
 
-
 // defaultMaxRecord is sarama's Producer.MaxMessageBytes, the limit when
 // no topic has a smaller max.message.bytes.
 const defaultMaxRecord = 1_000_000
