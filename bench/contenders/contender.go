@@ -48,6 +48,12 @@ type Config struct {
 	Rekey string
 	// Threads is the worker's --threads (eos); 0 is the default, 1.
 	Threads int
+	// InstanceID is the worker's --instance-id (eos): its static group
+	// member and transactional identity; "" is the one persisted in
+	// StateDir. SessionTimeout is its group session timeout (eos); 0 is
+	// the worker's default. The failover benchmark sets both per instance.
+	InstanceID     string
+	SessionTimeout time.Duration
 	// Changelog (txn only): a topic the pipe also writes a changelog-sized
 	// record to for every input record, in the same transaction.
 	Changelog   string
