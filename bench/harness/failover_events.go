@@ -138,9 +138,9 @@ func (f *failover) stopEvent(ctx context.Context, id string) (eventMeasure, erro
 		return eventMeasure{}, fmt.Errorf("instance %s is not in the group", id)
 	}
 	victim := victims[0]
-	method := *f.sc.Stop
-	if f.sc.Leave {
-		method = f.ct.Leave
+	method := f.ct.Leave
+	if !f.sc.Leave {
+		method = *f.sc.Stop
 	}
 	c := f.running[id]
 	delete(f.running, id)
