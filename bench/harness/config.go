@@ -2,7 +2,10 @@
 // every contender, one after another, against one broker, and reports
 // throughput, end-to-end latency, CPU, peak RSS, correctness and the dedup
 // table's restore and memory figures, as a table and as docs/benchmarks.md
-// with charts it draws itself.
+// with charts it draws itself. RunFailover is the failover benchmark of
+// docs/benchmarks-failover.md: a group of instances under a steady load and
+// the pause each kill, restart or scale out causes, read from the group's
+// committed offsets (failover*.go).
 package harness
 
 import (
