@@ -163,6 +163,7 @@ func (r *FailoverReport) markdown(chartRel string) string {
 	p("- The table holds %d seen IDs before the measurement. For the worker they are written straight to its changelog", c.IDs)
 	p("  (`<group>-table`, keyed like the worker keys them), which every instance restores its partitions from at start:")
 	p("  the table the group would have after processing that many distinct events, without the time that takes.")
+	p("  A contender of another kind processes that many distinct events from the input first instead (outputs checked).")
 	p("- A steady load of %d events/s (%.0f%% duplicates, late ones 5-30 s after the original) runs through every scenario.", c.Rate, 100*c.DupRate)
 	p("- Each event happens %d times per scenario; the victim rotates over the instances. Between events the group", c.Repeat)
 	p("  goes back to rest (the victim restarted, the extra instance stopped) and is awaited Stable, with every partition")

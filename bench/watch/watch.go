@@ -207,6 +207,9 @@ type Correctness struct {
 	Duplicates int // outputs beyond the first per identity
 	Missing    int // identities with no output
 	Foreign    int // outputs that carried no bench-rec header
+	// Unexpected (CorrectnessUpTo): outputs of events none of whose
+	// records was written.
+	Unexpected int
 	// InputDuplicatesPassed: for a contender counted by record (the raw
 	// pipe), outputs that repeat an already output event.
 	InputDuplicatesPassed int
@@ -266,8 +269,8 @@ func (w *Watcher) Latencies() []time.Duration {
 // CorrectnessUpTo counts the outputs against the plan's first records
 // records only, for a load stopped part-way through its plan
 // (loadgen.ProduceUntil): an event is expected once its first record is among
-// them, and an output of any other event counts as foreign. Per distinct
-// event only (not ByRecord).
+// them, and an output of any other event is unexpected. Per distinct event
+// only (not ByRecord).
 func (w *Watcher) CorrectnessUpTo(records int) Correctness {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -279,7 +282,7 @@ func (w *Watcher) CorrectnessUpTo(records int) Correctness {
 	for id, n := range w.count {
 		switch {
 		case !first[id]:
-			c.Foreign += int(n)
+			c.Unexpected += int(n)
 		case n == 0:
 			c.Expected++
 			c.Missing++
