@@ -51,7 +51,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "worker state dir (eos, alo)")
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "transaction / offset commit interval")
 	fs.IntVar(&cfg.Threads, "threads", 0, "worker --threads (eos)")
-	fs.StringVar(&cfg.InstanceID, "instance-id", "", "worker --instance-id (eos): static member and transactional identity")
+	fs.StringVar(&cfg.InstanceID, "group-instance-id", "", "worker --instance-id (eos): static member and transactional identity")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "worker group session timeout (eos; 0: its default)")
 	fs.StringVar(&cfg.Rekey, "rekey", "", "worker --rekey policy (eos): always or never")
 	fs.StringVar(&cfg.Changelog, "changelog", "", "txn: also write a changelog-sized record per input record to this compacted topic")

@@ -68,7 +68,7 @@ var (
 
 // FailoverContender is one implementation in the failover benchmark: a
 // contender kind plus the arguments every one of its instances gets. The
-// harness adds the instance-specific ones itself: -instance-id, -state-dir,
+// harness adds the instance-specific ones itself: -group-instance-id, -state-dir,
 // -session-timeout and -commit-interval.
 type FailoverContender struct {
 	Name  string

@@ -127,7 +127,7 @@ func (r *FailoverReport) writeChart(path string) error {
 				continue
 			}
 			p50, top := quantiles(res.Gaps)
-			label := fmt.Sprintf("%s, %s", strings.SplitN(sc.Label, ",", 2)[0], ct.Label)
+			label := sc.Label + ": " + ct.Label
 			bars = append(bars, chart.Bar{Label: label + " p50", Value: p50.Seconds(), Text: secs(p50)},
 				chart.Bar{Label: label + " max", Value: top.Seconds(), Text: secs(top)})
 		}

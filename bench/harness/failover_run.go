@@ -270,7 +270,7 @@ func (f *failover) start(id string) (*child, error) {
 	args := []string{"-kind", string(f.ct.Kind), "-brokers", strings.Join(f.cfg.Brokers, ","),
 		"-input", f.input, "-output", f.output, "-group", f.group,
 		"-commit-interval", f.cfg.CommitInterval.String(), "-session-timeout", f.cfg.SessionTimeout.String(),
-		"-instance-id", id, "-state-dir", filepath.Join(f.stateDir, id)}
+		"-group-instance-id", id, "-state-dir", filepath.Join(f.stateDir, id)}
 	args = append(args, f.ct.Args...)
 	name := fmt.Sprintf("%s-%s", f.ct.Name, id)
 	c, err := f.h.startChild(name, args, filepath.Join(f.cfg.WorkDir, fmt.Sprintf("%s-%s-%d.log", f.group, id, time.Now().UnixMilli())), nil)
