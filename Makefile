@@ -170,6 +170,9 @@ chaos-short:
 # `make test`), Redis and PostgreSQL on 26379/25432 (apt-get installed when missing),
 # runs every contender 3 times on 1M events, measures latency, restore and memory,
 # and writes docs/benchmarks.md and its charts. About 30 minutes on 2 cores.
+# The Kafka Streams contenders need java (17) and mvn: the harness builds
+# bench/kstreams/target/dedup-kstreams.jar with `mvn -q -B package` when it is
+# missing or older than its sources.
 # bench-smoke: the same at toy size in about a minute, no doc; it fails unless every
 # contender delivered every event exactly once. Extra flags: BENCHFLAGS=...
 BENCHFLAGS  ?=

@@ -1,8 +1,10 @@
 // Package bench is the benchmark of docs/benchmarks.md: this worker's exactly-once and
-// best-effort (goka) runtimes next to a raw pipe, the Redis SET NX pattern and a
-// PostgreSQL processed_messages table, on one broker in one run.
+// best-effort (goka) runtimes next to a raw pipe, the Redis SET NX pattern, a
+// PostgreSQL processed_messages table and the same job as a Kafka Streams
+// application, on one broker in one run.
 //
-// The harness is in bench/harness, the contenders in bench/contenders, the
+// The harness is in bench/harness, the contenders in bench/contenders (the Kafka
+// Streams application, a Maven project, in bench/kstreams), the
 // command in bench/cmd/bench (`make bench`, `make bench-smoke`); the results
 // are in docs/benchmarks.md. This package holds only the smoke test, which
 // `make test` runs against its broker.

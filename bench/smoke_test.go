@@ -55,13 +55,22 @@ func TestSmoke(t *testing.T) {
 		Rate: 500, LatencySeconds: 2, LatencyWarmup: 500 * time.Millisecond, RestoreRecords: 20000,
 		Exe: exe, ExeEnv: []string{childEnv}, WorkDir: t.TempDir(), InstallServices: os.Geteuid() == 0,
 		RunTimeout: 3 * time.Minute, Command: "cd bench && go test -run Smoke .", Log: testLog{t}}
-	// Without Redis or PostgreSQL (not installed and not installable) the
-	// other contenders still run; the test then ends skipped, saying why.
-	skipped := ""
+	// Without Redis or PostgreSQL (not installed and not installable), or
+	// without java and mvn for Kafka Streams, the other contenders still run;
+	// the test then ends skipped, saying why.
+	var skipped []string
+	skip := map[contenders.Kind]bool{}
 	if err := harness.CheckServices(ctx, cfg.InstallServices, func(s string) { t.Log(strings.TrimSpace(s)) }); err != nil {
-		skipped = err.Error()
+		skipped = append(skipped, "the Redis and PostgreSQL contenders: "+err.Error())
+		skip[contenders.Redis], skip[contenders.Postgres] = true, true
+	}
+	if _, _, _, err := contenders.CheckKStreams(); err != nil {
+		skipped = append(skipped, "the Kafka Streams contenders: "+err.Error())
+		skip[contenders.KStreams] = true
+	}
+	if len(skip) > 0 {
 		for _, ct := range harness.Contenders() {
-			if ct.Kind != contenders.Redis && ct.Kind != contenders.Postgres {
+			if !skip[ct.Kind] {
 				cfg.Contenders = append(cfg.Contenders, ct.Name)
 			}
 		}
@@ -101,7 +110,7 @@ func TestSmoke(t *testing.T) {
 	if rep.Restore == nil || rep.Restore.Records != int64(cfg.RestoreRecords) {
 		t.Errorf("restore: %+v", rep.Restore)
 	}
-	if skipped != "" {
-		kafkatest.Missing(t, "the Redis and PostgreSQL contenders were skipped: %s", skipped)
+	if len(skipped) > 0 {
+		kafkatest.Missing(t, "skipped %s", strings.Join(skipped, "; "))
 	}
 }

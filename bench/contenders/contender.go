@@ -27,10 +27,11 @@ const (
 	AtLeast  Kind = "alo"      // this worker, atleastonce.New (goka)
 	Redis    Kind = "redis"    // SET key NX EX ttl before the handler
 	Postgres Kind = "postgres" // processed_messages + business upsert per transaction
+	KStreams Kind = "kstreams" // the same job as a Kafka Streams application (bench/kstreams)
 )
 
 // Kinds lists every kind.
-var Kinds = []Kind{Raw, TxnPipe, Exactly, AtLeast, Redis, Postgres}
+var Kinds = []Kind{Raw, TxnPipe, Exactly, AtLeast, Redis, Postgres, KStreams}
 
 // Config is one contender process's job.
 type Config struct {
@@ -45,15 +46,20 @@ type Config struct {
 	// raw, redis, postgres) interval.
 	CommitInterval time.Duration
 	// Rekey is the worker's --rekey policy (eos); "" is the default, always.
+	// For kstreams, never is the "local" mode and anything else "repartition".
 	Rekey string
-	// Threads is the worker's --threads (eos); 0 is the default, 1.
+	// Threads is the worker's --threads (eos) or num.stream.threads
+	// (kstreams); 0 is the default, 1.
 	Threads int
-	// InstanceID is the worker's --instance-id (eos): its static group
-	// member and transactional identity; "" is the one persisted in
-	// StateDir. SessionTimeout is its group session timeout (eos); 0 is
-	// the worker's default. The failover benchmark sets both per instance.
-	InstanceID     string
-	SessionTimeout time.Duration
+	// InstanceID is the static group member's identity: the worker's
+	// --instance-id (eos; also its transactional identity; "" is the one
+	// persisted in StateDir) or group.instance.id (kstreams; "": none).
+	// SessionTimeout is the group session timeout (0: the worker's default,
+	// 10 s; Kafka Streams' 45 s). The failover benchmark sets both per
+	// instance. StandbyReplicas is Kafka Streams' num.standby.replicas.
+	InstanceID      string
+	SessionTimeout  time.Duration
+	StandbyReplicas int
 	// Changelog (txn only): a topic the pipe also writes a changelog-sized
 	// record to for every input record, in the same transaction.
 	Changelog   string
@@ -82,9 +88,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("commit interval must be positive"))
 	}
 	switch c.Kind {
-	case Exactly, AtLeast:
+	case Exactly, AtLeast, KStreams:
 		if c.StateDir == "" {
-			errs = append(errs, errors.New("state dir is required for the worker"))
+			errs = append(errs, errors.New("state dir is required for the worker and Kafka Streams"))
 		}
 	case Redis:
 		if c.RedisAddr == "" || c.RedisTTL <= 0 {
@@ -115,6 +121,8 @@ func Run(ctx context.Context, cfg Config, ready func()) error {
 		return runPipe(ctx, cfg, passThrough{}, ready)
 	case TxnPipe:
 		return runTxnPipe(ctx, cfg, ready)
+	case KStreams:
+		return errors.New("contender: kstreams runs as a JVM of its own: Main execs it, Run cannot")
 	case Redis:
 		st, err := newRedisStage(ctx, cfg)
 		if err != nil {

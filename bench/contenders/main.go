@@ -43,17 +43,18 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		logLevel   string
 		memRatio   float64
 	)
-	fs.StringVar(&kind, "kind", "", "raw, eos, alo, redis or postgres")
+	fs.StringVar(&kind, "kind", "", "raw, txn, eos, alo, redis, postgres or kstreams")
 	fs.StringVar(&brokers, "brokers", "", "comma-separated bootstrap brokers")
 	fs.StringVar(&cfg.Input, "input", "", "input topic")
 	fs.StringVar(&cfg.Output, "output", "", "output topic")
 	fs.StringVar(&cfg.Group, "group", "", "consumer group")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "worker state dir (eos, alo)")
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "transaction / offset commit interval")
-	fs.IntVar(&cfg.Threads, "threads", 0, "worker --threads (eos)")
-	fs.StringVar(&cfg.InstanceID, "group-instance-id", "", "worker --instance-id (eos): static member and transactional identity")
-	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "worker group session timeout (eos; 0: its default)")
-	fs.StringVar(&cfg.Rekey, "rekey", "", "worker --rekey policy (eos): always or never")
+	fs.IntVar(&cfg.Threads, "threads", 0, "worker --threads (eos), num.stream.threads (kstreams)")
+	fs.StringVar(&cfg.Rekey, "rekey", "", "worker --rekey policy (eos): always or never; kstreams: never is the local mode")
+	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "group session timeout (eos: 0 is 10s; kstreams: session.timeout.ms, 0 is 45s)")
+	fs.IntVar(&cfg.StandbyReplicas, "standby-replicas", 0, "kstreams: num.standby.replicas")
+	fs.StringVar(&cfg.InstanceID, "group-instance-id", "", "static member identity: worker --instance-id (eos), group.instance.id (kstreams)")
 	fs.StringVar(&cfg.Changelog, "changelog", "", "txn: also write a changelog-sized record per input record to this compacted topic")
 	fs.StringVar(&cfg.RedisAddr, "redis", "", "redis host:port")
 	fs.DurationVar(&cfg.RedisTTL, "redis-ttl", time.Hour, "SET NX expiry")
@@ -68,6 +69,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		fmt.Fprintln(stderr, "contender: -log-level:", err)
 		return 2
+	}
+	if Kind(kind) == KStreams {
+		// The JVM replaces this process: its pid is the one the harness reads.
+		cfg.Kind, cfg.Brokers = KStreams, strings.Split(brokers, ",")
+		err := execKStreams(cfg)
+		fmt.Fprintln(stderr, "contender:", err)
+		return 1
 	}
 	if dir := os.Getenv("BENCH_CPUPROFILE_DIR"); dir != "" && cpuProfile == "" {
 		cpuProfile = filepath.Join(dir, cfg.Group+".pprof") // profiling every contender by hand

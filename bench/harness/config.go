@@ -2,10 +2,21 @@
 // every contender, one after another, against one broker, and reports
 // throughput, end-to-end latency, CPU, peak RSS, correctness and the dedup
 // table's restore and memory figures, as a table and as docs/benchmarks.md
-// with charts it draws itself. RunFailover is the failover benchmark of
-// docs/benchmarks-failover.md: a group of instances under a steady load and
-// the pause each kill, restart or scale out causes, read from the group's
-// committed offsets (failover*.go).
+// with charts it draws itself.
+//
+// The Kafka Streams rows (kstreams, kstreams-repartition) run a JVM as the
+// contender process: the harness builds bench/kstreams's jar with Maven before
+// anything is timed (when it is missing or older than its sources), and the
+// contender process execs java on it, so the CPU time and peak RSS read from
+// /proc are the JVM's. Each exactly-once worker row is then set against the
+// Kafka Streams row doing the same routing (a local store for --rekey=never,
+// a repartition topic otherwise): throughput, CPU per 1M events and p99 as
+// ratios, cold (the whole run) and warm (from a fifth of the outputs on, when
+// the JVM's JIT and the caches are warm).
+//
+// RunFailover is the failover benchmark of docs/benchmarks-failover.md: a
+// group of instances under a steady load and the pause each kill, restart or
+// scale out causes, read from the group's committed offsets (failover*.go).
 package harness
 
 import (
@@ -145,6 +156,15 @@ func Contenders() []Contender {
 			Kind: contenders.Exactly, CommitInterval: 100 * time.Millisecond, Threads: 2, Extra: true},
 		{Name: "exactly-once-100ms-norekey-2t", Label: "this worker, exactly-once, 100 ms, --rekey=never --threads 2",
 			Kind: contenders.Exactly, CommitInterval: 100 * time.Millisecond, Rekey: "never", Threads: 2},
+		// The same job as a Kafka Streams application (bench/kstreams), the
+		// JVM as the contender process: exactly_once_v2, a RocksDB store, the
+		// worker's commit interval. "kstreams" judges each event in its input
+		// partition's store (as --rekey=never), "kstreams-repartition" re-keys
+		// by event ID through a repartition topic first (as --rekey=always).
+		{Name: "kstreams", Label: "Kafka Streams " + contenders.KStreamsVersion + ", exactly_once_v2, 100 ms, local store",
+			Kind: contenders.KStreams, CommitInterval: 100 * time.Millisecond, Rekey: "never"},
+		{Name: "kstreams-repartition", Label: "Kafka Streams " + contenders.KStreamsVersion + ", exactly_once_v2, 100 ms, repartition by event ID",
+			Kind: contenders.KStreams, CommitInterval: 100 * time.Millisecond},
 	}
 }
 

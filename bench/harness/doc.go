@@ -115,6 +115,7 @@ func (r *Report) markdown(chartRel string) string {
 		p("| %s | **%s** | %s |", t.Name, t.Status, t.Got)
 	}
 	p("")
+	r.kstreamsSection(p)
 	p("![throughput](%s/%s)", chartRel, throughputPNG)
 	p("")
 	p("![latency](%s/%s)", chartRel, latencyPNG)
@@ -127,8 +128,8 @@ func (r *Report) markdown(chartRel string) string {
 	p("Transactions: the exactly-once runs' commits over the process's life, and the share of the measured")
 	p("seconds its processing loop spent blocked in them (send + AddOffsetsToTxn + EndTxn + LevelDB apply).")
 	p("")
-	p("| contender | run | records | seconds | events/s | CPU s | broker CPU s | Redis CPU s | PG CPU s | peak RSS | transactions | in commit | outputs | dup | missing | error |")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	p("| contender | run | records | seconds | events/s | warm events/s | CPU s | broker CPU s | Redis CPU s | PG CPU s | peak RSS | transactions | in commit | outputs | dup | missing | error |")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, run := range r.Runs {
 		txn, share := "-", "-"
 		if run.Commits > 0 {
@@ -137,8 +138,8 @@ func (r *Report) markdown(chartRel string) string {
 				share = fmt.Sprintf("%.0f%%", 100*run.CommitSeconds/run.Seconds)
 			}
 		}
-		p("| %s | %d | %d | %.1f | %.0f | %.1f | %.1f | %.1f | %.1f | %s | %s | %s | %d | %d | %d | %s |", run.Contender, run.Run,
-			run.Records, run.Seconds, run.Throughput, run.CPU, run.BrokerCPU, run.RedisCPU, run.PostgresCPU, mib(run.PeakRSS),
+		p("| %s | %d | %d | %.1f | %.0f | %.0f | %.1f | %.1f | %.1f | %.1f | %s | %s | %s | %d | %d | %d | %s |", run.Contender, run.Run,
+			run.Records, run.Seconds, run.Throughput, run.WarmThroughput, run.CPU, run.BrokerCPU, run.RedisCPU, run.PostgresCPU, mib(run.PeakRSS),
 			txn, share, run.Correct.Outputs, run.Correct.Duplicates, run.Correct.Missing, strings.ReplaceAll(run.Err, "\n", " "))
 	}
 	p("")
@@ -232,9 +233,11 @@ func (r *Report) methodSection(p func(string, ...any)) {
 	p("  The transactional pipe + a changelog record also writes, for every input record, a record shaped like")
 	p("  the worker's changelog record (an event-ID-length key, a 64-byte value) to a compacted topic in the")
 	p("  same transaction: the worker's Kafka traffic without its table.")
+	kstreamsMethod(p, 100*time.Millisecond)
 	p("- **Throughput**: input records / seconds from the contender's READY (partitions held, tables")
 	p("  restored, input already complete) to the last new output visible to a `read_committed` consumer")
-	p("  (the harness's watcher reads every output as it appears). Median of %d runs.", c.Runs)
+	p("  (the harness's watcher reads every output as it appears). Median of %d runs. **Warm**: the same from", c.Runs)
+	p("  the moment a fifth of the distinct events is visible, over the input not yet output then.")
 	p("- **Latency**: a fresh input written at a fixed %d records/s for %.0f s while the contender runs; per", c.Rate, c.LatencySeconds)
 	p("  output, the time it became visible to the watcher's read_committed consumer minus its input record's")
 	p("  broker append time (same machine clock, ms resolution).")
@@ -253,7 +256,7 @@ func (r *Report) machineSection(p func(string, ...any)) {
 	p("- %d cores: %s; memory %s; Linux %s", m.CPUs, m.CPUModel, m.MemTotal, m.Kernel)
 	p("- %s, broker heap 512 MB, on the same machine as everything else", m.Kafka)
 	p("- Go %s", strings.TrimPrefix(m.Go, "go"))
-	for _, k := range []string{"redis", "postgres"} {
+	for _, k := range []string{"kstreams", "redis", "postgres"} {
 		if v := r.Versions[k]; v != "" {
 			p("- %s", v)
 		}

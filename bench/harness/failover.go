@@ -82,12 +82,13 @@ type FailoverContender struct {
 }
 
 // FailoverContenders are the contenders the failover benchmark knows.
-// kstreams needs the Kafka Streams contender kind in the bench binary.
+// kstreams is the Kafka Streams application (bench/kstreams), with one
+// standby replica.
 func FailoverContenders() []FailoverContender {
 	return []FailoverContender{
 		{Name: "eos", Label: "eos", Kind: contenders.Exactly, Leave: stopTerm},
-		{Name: "kstreams", Label: "kstreams 1 standby", Kind: "kstreams",
-			Args: []string{"-num-standby-replicas", "1"}, Leave: stopTerm},
+		{Name: "kstreams", Label: "kstreams 1 standby", Kind: contenders.KStreams,
+			Args: []string{"-standby-replicas", "1"}, Leave: stopTerm},
 	}
 }
 

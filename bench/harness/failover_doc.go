@@ -25,8 +25,8 @@ func (r *FailoverReport) result(contender, scenario string) *ScenarioResult {
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
 
-// cell is "p50 / max" of ds, or why there is none.
-func cell(res *ScenarioResult, ds []time.Duration) string {
+// gapCell is "p50 / max" of ds, or why there is none.
+func gapCell(res *ScenarioResult, ds []time.Duration) string {
 	switch {
 	case res == nil:
 		return "not run"
@@ -62,8 +62,8 @@ func (r *FailoverReport) tableLines() []string {
 			if res != nil {
 				gaps, stalls = res.Gaps, res.Stalls
 			}
-			gap += " " + cell(res, gaps) + " |"
-			stall += " " + cell(res, stalls) + " |"
+			gap += " " + gapCell(res, gaps) + " |"
+			stall += " " + gapCell(res, stalls) + " |"
 		}
 		lines = append(lines, gap)
 		if sc.Stall {

@@ -15,8 +15,11 @@ import (
 // group committed the whole input and no output arrived for a second (so
 // late duplicates are counted). It returns when the last new output became
 // visible. Without progress for a minute after the input was committed, or
-// after RunTimeout, it gives up: outputs are missing.
-func (h *harness) waitDone(ctx context.Context, c *child, w *watch.Watcher, group, input string, ends map[int32]int64, t0 time.Time) (time.Time, error) {
+// after RunTimeout, it gives up: outputs are missing. warm, unless nil, is
+// called once, when a fifth of the expected outputs is visible (the start of
+// the warm figures: JIT, caches and the first rebalance behind).
+func (h *harness) waitDone(ctx context.Context, c *child, w *watch.Watcher, group, input string, ends map[int32]int64, t0 time.Time,
+	warm func(watch.Progress)) (time.Time, error) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	lastDistinct, lastChange := -1, time.Now()
@@ -30,6 +33,10 @@ func (h *harness) waitDone(ctx context.Context, c *child, w *watch.Watcher, grou
 			return w.Progress().LastNew, err
 		}
 		p := w.Progress()
+		if warm != nil && p.Expected > 0 && 5*p.Distinct >= p.Expected {
+			warm(p)
+			warm = nil
+		}
 		if p.Distinct >= p.Expected {
 			break
 		}
@@ -104,7 +111,7 @@ func (h *harness) latencyRun(ctx context.Context, ct Contender) LatencyResult {
 	}
 	ends, err := h.admin.endOffsets(input)
 	if err == nil {
-		_, err = h.waitDone(ctx, c, w, group, input, ends, t0)
+		_, err = h.waitDone(ctx, c, w, group, input, ends, t0, nil)
 	}
 	if err != nil {
 		lr.Err = err.Error()

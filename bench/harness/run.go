@@ -42,6 +42,10 @@ type RunResult struct {
 	CPU, BrokerCPU, RedisCPU, PostgresCPU float64
 	PeakRSS                               int64 // VmHWM of the contender process
 	Correct                               watch.Correctness
+	// Warm: the same from the moment the watcher had seen a fifth of the
+	// distinct events to the end: WarmRecords (the input share not yet
+	// output then, in records), their seconds and the contender's CPU.
+	WarmRecords, WarmSeconds, WarmThroughput, WarmCPU float64
 	// Exactly-once only: transactions committed over the process's life,
 	// the seconds its processing loop spent in them, records they carried.
 	Commits       int
@@ -121,6 +125,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer h.stopServices()
 
+	if err := h.buildKStreams(ctx, rep); err != nil {
+		return nil, err
+	}
 	if cfg.HotPath {
 		cfg.logf("hot-path benchmarks (go test -bench)")
 		rep.HotPath = runHotPath(ctx, cfg)
@@ -329,7 +336,8 @@ func (h *harness) prepare(ctx context.Context, ct Contender, tag string) (group,
 	output = group + "-out"
 	stateDir = filepath.Join(h.cfg.WorkDir, "state", group)
 	cleanup = func() {
-		h.admin.deleteTopics(output, group+"-table", group+"-loop", group+"-dlq")
+		h.admin.deleteTopics(output, group+"-table", group+"-loop", group+"-dlq",
+			group+"-"+kstreamsStore+"-changelog", group+"-"+kstreamsRepartition+"-repartition")
 		os.RemoveAll(stateDir)
 	}
 	// The worker creates its topics itself when missing; creating them here
@@ -399,7 +407,14 @@ func (h *harness) throughputRunWith(ctx context.Context, ct Contender, run int, 
 		return r
 	}
 	t0, cpu0 := time.Now(), h.readCPU(c)
-	end, err := h.waitDone(ctx, c, w, group, input, ends, t0)
+	var (
+		warmAt  time.Time
+		warmCPU cpuReadings
+	)
+	end, err := h.waitDone(ctx, c, w, group, input, ends, t0, func(p watch.Progress) {
+		warmAt, warmCPU = time.Now(), h.readCPU(c)
+		r.WarmRecords = float64(plan.Len()) * (1 - float64(p.Distinct)/float64(p.Expected))
+	})
 	cpu1 := h.readCPU(c)
 	if mem, merr := procstat.ReadMemory(c.pid()); merr == nil {
 		r.PeakRSS = mem.PeakRSS
@@ -416,6 +431,11 @@ func (h *harness) throughputRunWith(ctx context.Context, ct Contender, run int, 
 	r.Seconds = end.Sub(t0).Seconds()
 	if r.Seconds > 0 {
 		r.Throughput = float64(plan.Len()) / r.Seconds
+	}
+	if !warmAt.IsZero() && end.After(warmAt) && r.WarmRecords > 0 {
+		r.WarmSeconds = end.Sub(warmAt).Seconds()
+		r.WarmThroughput = r.WarmRecords / r.WarmSeconds
+		r.WarmCPU = cpu1.child.Sub(warmCPU.child).Total()
 	}
 	r.CPU = cpu1.child.Sub(cpu0.child).Total()
 	r.BrokerCPU = cpu1.broker.Sub(cpu0.broker).Total()

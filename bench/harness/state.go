@@ -168,7 +168,7 @@ func (h *harness) processOnTop(ctx context.Context, c *child, group, input strin
 	if err != nil {
 		return 0, err
 	}
-	_, err = h.waitDone(ctx, c, w, group, input, ends, time.Now())
+	_, err = h.waitDone(ctx, c, w, group, input, ends, time.Now(), nil)
 	return plan.Len(), err
 }
 

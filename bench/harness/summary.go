@@ -19,13 +19,16 @@ type Summary struct {
 	// and everything it made the services do on top (broker, Redis,
 	// PostgreSQL).
 	CPUPerM, ServicesPerM float64
-	PeakRSS               int64 // the largest VmHWM over the runs
-	Outputs               int   // of the median run
-	Expected              int
-	Duplicates, Missing   int // summed over all runs
-	InputDupsPassed       int // raw pipe: input duplicates forwarded (median run)
-	Latency               *LatencyResult
-	Failed                int // runs with an error
+	// Warm figures of the same median run: from a fifth of the distinct
+	// outputs on (see RunResult).
+	WarmThroughput, WarmCPUPerM float64
+	PeakRSS                     int64 // the largest VmHWM over the runs
+	Outputs                     int   // of the median run
+	Expected                    int
+	Duplicates, Missing         int // summed over all runs
+	InputDupsPassed             int // raw pipe: input duplicates forwarded (median run)
+	Latency                     *LatencyResult
+	Failed                      int // runs with an error
 }
 
 // Summaries aggregates the report per contender, in line-up order.
@@ -55,6 +58,10 @@ func (r *Report) Summaries() []Summary {
 			m := 1e6 / float64(max(1, med.Records))
 			s.CPUPerM = med.CPU * m
 			s.ServicesPerM = (med.BrokerCPU + med.RedisCPU + med.PostgresCPU) * m
+			s.WarmThroughput = med.WarmThroughput
+			if med.WarmRecords > 0 {
+				s.WarmCPUPerM = med.WarmCPU * 1e6 / med.WarmRecords
+			}
 			s.Outputs, s.Expected = med.Correct.Outputs, med.Correct.Expected
 			s.InputDupsPassed = med.Correct.InputDuplicatesPassed
 		}
@@ -120,6 +127,7 @@ func (r *Report) PrintTable(w io.Writer) {
 		fmt.Fprintf(w, "holding %d seen IDs (%d partitions): RSS %s (peak %s), LevelDB %s, changelog %s %s\n", h.Records, h.Partitions,
 			mib(h.RSSAfter), mib(h.PeakRSS), mib(h.StateBytes), mibOrUnknown(h.ChangelogBytes), h.Err)
 	}
+	r.printKStreams(func(format string, args ...any) { fmt.Fprintf(w, format, args...) })
 	for _, t := range r.Targets() {
 		fmt.Fprintf(w, "target %-4s %s: %s\n", t.Status, t.Name, t.Got)
 	}
