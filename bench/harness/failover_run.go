@@ -79,6 +79,16 @@ func RunFailover(ctx context.Context, cfg FailoverConfig) (*FailoverReport, erro
 	defer h.admin.Close()
 	cts, scs := cfg.selected()
 	for _, ct := range cts {
+		if ct.Kind != contenders.KStreams {
+			continue
+		}
+		// Built before anything is measured, when missing or stale.
+		if _, err := contenders.BuildKStreams(ctx, logWriter(func(s string) { cfg.logf("%s", strings.TrimSpace(s)) })); err != nil {
+			return nil, fmt.Errorf("failover: %w", err)
+		}
+		break
+	}
+	for _, ct := range cts {
 		for _, sc := range scs {
 			if ctx.Err() != nil {
 				return rep, ctx.Err()
@@ -287,7 +297,15 @@ func (f *failover) cleanup() {
 			f.cfg.logf("stopping %s: %v", id, err)
 		}
 	}
-	f.h.admin.deleteTopics(f.input, f.output, f.group+"-table", f.group+"-loop", f.group+"-dlq")
+	// The group's topics: the input and output, the worker's table, loop and
+	// dead letters, Kafka Streams' changelog and repartition topics.
+	if topics, err := f.h.admin.ca.ListTopics(); err == nil {
+		for name := range topics {
+			if strings.HasPrefix(name, f.group+"-") {
+				f.h.admin.deleteTopics(name)
+			}
+		}
+	}
 	os.RemoveAll(f.stateDir)
 }
 
