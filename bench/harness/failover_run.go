@@ -40,7 +40,10 @@ func (r *ScenarioResult) Clean() bool {
 
 // FailoverReport is everything one failover run measured.
 type FailoverReport struct {
-	Config   FailoverConfig
+	Config FailoverConfig
+	// Commit is the checkout's git describe at the start (before the run
+	// writes its doc and chart, which would mark it dirty).
+	Commit   string
 	Started  time.Time
 	Finished time.Time
 	Machine  Machine
@@ -71,7 +74,7 @@ func RunFailover(ctx context.Context, cfg FailoverConfig) (*FailoverReport, erro
 	rand.Read(b)
 	h := &harness{cfg: Config{Brokers: cfg.Brokers, Exe: cfg.Exe, ExeArgs: cfg.ExeArgs, ExeEnv: cfg.ExeEnv,
 		WorkDir: cfg.WorkDir, Log: cfg.Log}, runID: hex.EncodeToString(b)}
-	rep := &FailoverReport{Config: cfg, Started: time.Now(), Machine: describeMachine(cfg.KafkaData)}
+	rep := &FailoverReport{Config: cfg, Commit: gitCommit(), Started: time.Now(), Machine: describeMachine(cfg.KafkaData)}
 	var err error
 	if h.admin, err = newAdmin(cfg.Brokers); err != nil {
 		return nil, err
