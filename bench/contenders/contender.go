@@ -51,12 +51,15 @@ type Config struct {
 	// Threads is the worker's --threads (eos) or num.stream.threads
 	// (kstreams); 0 is the default, 1.
 	Threads int
-	// Kafka Streams only: the consumer's session.timeout.ms (0: 45 s),
-	// num.standby.replicas, and group.instance.id for static membership ("":
-	// none).
+	// InstanceID is the static group member's identity: the worker's
+	// --instance-id (eos; also its transactional identity; "" is the one
+	// persisted in StateDir) or group.instance.id (kstreams; "": none).
+	// SessionTimeout is the group session timeout (0: the worker's default,
+	// 10 s; Kafka Streams' 45 s). The failover benchmark sets both per
+	// instance. StandbyReplicas is Kafka Streams' num.standby.replicas.
+	InstanceID      string
 	SessionTimeout  time.Duration
 	StandbyReplicas int
-	InstanceID      string
 	// Changelog (txn only): a topic the pipe also writes a changelog-sized
 	// record to for every input record, in the same transaction.
 	Changelog   string

@@ -108,18 +108,22 @@ func (c *child) exited() error {
 
 // stop sends SIGTERM (a clean shutdown: final commit) and waits up to a
 // minute, then kills.
-func (c *child) stop() error {
+func (c *child) stop() error { return c.signalStop(syscall.SIGTERM) }
+
+// signalStop sends sig and waits up to a minute for the process to end,
+// then kills it. A SIGKILL's exit status is no error: it was asked for.
+func (c *child) signalStop(sig syscall.Signal) error {
 	select {
 	case err := <-c.done:
 		c.done <- err
 		return nil
 	default:
 	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	_ = c.cmd.Process.Signal(sig)
 	select {
 	case err := <-c.done:
 		c.done <- err
-		if err != nil {
+		if err != nil && sig != syscall.SIGKILL {
 			return fmt.Errorf("%s: %w; log: %s", c.name, err, tailFile(c.logPath, 10))
 		}
 		return nil
@@ -127,7 +131,7 @@ func (c *child) stop() error {
 		_ = c.cmd.Process.Kill()
 		err := <-c.done
 		c.done <- err
-		return fmt.Errorf("%s ignored SIGTERM for a minute; killed", c.name)
+		return fmt.Errorf("%s ignored %v for a minute; killed", c.name, sig)
 	}
 }
 

@@ -13,6 +13,10 @@
 // a repartition topic otherwise): throughput, CPU per 1M events and p99 as
 // ratios, cold (the whole run) and warm (from a fifth of the outputs on, when
 // the JVM's JIT and the caches are warm).
+//
+// RunFailover is the failover benchmark of docs/benchmarks-failover.md: a
+// group of instances under a steady load and the pause each kill, restart or
+// scale out causes, read from the group's committed offsets (failover*.go).
 package harness
 
 import (

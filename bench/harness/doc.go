@@ -85,6 +85,9 @@ func (r *Report) markdown(chartRel string) string {
 	p("edited by hand except the *Reading the figures* section. Machine: %d cores (%s), %s, Linux %s.",
 		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.MemTotal, r.Machine.Kernel)
 	p("")
+	p("The pause after a failure or a deploy (kill, restart, scale out) is measured apart, by `make bench-failover`:")
+	p("[benchmarks-failover.md](benchmarks-failover.md).")
+	p("")
 	p("| contender | events/s (median of %d) | vs raw pipe | p50 | p99 | max | CPU s / 1M events | + broker/Redis/PG CPU s / 1M | peak RSS | outputs (median run) | duplicates | missing |", c.Runs)
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, s := range sums {

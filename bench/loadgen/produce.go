@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -30,15 +31,37 @@ func ProducerConfig() *sarama.Config {
 // partition. rate is records per second; 0 means as fast as possible. It
 // returns once every record was acknowledged.
 func Produce(ctx context.Context, brokers []string, topic string, p *Plan, rate float64) error {
+	_, err := produce(ctx, brokers, topic, p, rate)
+	return err
+}
+
+// ProduceUntil writes the plan's records like Produce until stop is done or
+// the plan ends, and returns how many records it wrote: the plan's first n,
+// every one acknowledged. A load that runs for as long as a measurement
+// takes (the failover benchmark) stops this way and checks the outputs of
+// those n records only.
+func ProduceUntil(stop context.Context, brokers []string, topic string, p *Plan, rate float64) (int, error) {
+	n, err := produce(stop, brokers, topic, p, rate)
+	if err != nil && errors.Is(err, context.Canceled) && stop.Err() != nil {
+		return n, nil
+	}
+	return n, err
+}
+
+// produce returns how many records it handed to the producer and whether all
+// of them were acknowledged.
+func produce(ctx context.Context, brokers []string, topic string, p *Plan, rate float64) (int, error) {
 	prod, err := sarama.NewAsyncProducer(brokers, ProducerConfig())
 	if err != nil {
-		return fmt.Errorf("loadgen producer: %w", err)
+		return 0, fmt.Errorf("loadgen producer: %w", err)
 	}
-	n := p.Len()
-	acked := make(chan error, 1)
+	type acks struct {
+		count int
+		err   error
+	}
+	acked := make(chan acks, 1)
 	go func() { // owns Successes and Errors until both close
-		var first error
-		count := 0
+		var a acks
 		succ, errs := prod.Successes(), prod.Errors()
 		for succ != nil || errs != nil {
 			select {
@@ -47,35 +70,34 @@ func Produce(ctx context.Context, brokers []string, topic string, p *Plan, rate 
 					succ = nil
 					continue
 				}
-				count++
+				a.count++
 			case e, ok := <-errs:
 				if !ok {
 					errs = nil
 					continue
 				}
-				if first == nil {
-					first = e.Err
+				if a.err == nil {
+					a.err = e.Err
 				}
 			}
 		}
-		if first == nil && count != n {
-			first = fmt.Errorf("%d of %d records acknowledged", count, n)
-		}
-		acked <- first
+		acked <- a
 	}()
-	sendErr := send(ctx, prod, topic, p, rate)
+	sent, sendErr := send(ctx, prod, topic, p, rate)
 	prod.AsyncClose()
-	ackErr := <-acked
-	if sendErr != nil {
-		return sendErr
+	a := <-acked
+	if a.err == nil && a.count != sent {
+		a.err = fmt.Errorf("%d of %d records acknowledged", a.count, sent)
 	}
-	if ackErr != nil {
-		return fmt.Errorf("produce to %s: %w", topic, ackErr)
+	if a.err != nil {
+		return sent, fmt.Errorf("produce to %s: %w", topic, a.err)
 	}
-	return nil
+	return sent, sendErr
 }
 
-func send(ctx context.Context, prod sarama.AsyncProducer, topic string, p *Plan, rate float64) error {
+// send hands the plan's records to prod, paced at rate, and returns how
+// many it handed over.
+func send(ctx context.Context, prod sarama.AsyncProducer, topic string, p *Plan, rate float64) (int, error) {
 	start := time.Now()
 	var tick *time.Ticker
 	if rate > 0 {
@@ -87,19 +109,20 @@ func send(ctx context.Context, prod sarama.AsyncProducer, topic string, p *Plan,
 			for float64(i) >= rate*time.Since(start).Seconds() {
 				select {
 				case <-ctx.Done():
-					return ctx.Err()
+					return i, ctx.Err()
 				case <-tick.C:
 				}
 			}
 		}
-		msg := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(p.Key(i)),
-			Value:   sarama.ByteEncoder(p.Value(i)),
-			Headers: []sarama.RecordHeader{{Key: []byte(HeaderRecord), Value: RecordHeader(i)}}}
+		msg := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(p.Key(i)), Value: sarama.ByteEncoder(p.Value(i))}
+		if !p.spec.Headerless {
+			msg.Headers = []sarama.RecordHeader{{Key: []byte(HeaderRecord), Value: RecordHeader(i)}}
+		}
 		select {
 		case prod.Input() <- msg:
 		case <-ctx.Done():
-			return ctx.Err()
+			return i, ctx.Err()
 		}
 	}
-	return nil
+	return p.Len(), nil
 }

@@ -207,6 +207,9 @@ type Correctness struct {
 	Duplicates int // outputs beyond the first per identity
 	Missing    int // identities with no output
 	Foreign    int // outputs that carried no bench-rec header
+	// Unexpected (CorrectnessUpTo): outputs of events none of whose
+	// records was written.
+	Unexpected int
 	// InputDuplicatesPassed: for a contender counted by record (the raw
 	// pipe), outputs that repeat an already output event.
 	InputDuplicatesPassed int
@@ -261,4 +264,32 @@ func (w *Watcher) Latencies() []time.Duration {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// CorrectnessUpTo counts the outputs against the plan's first records
+// records only, for a load stopped part-way through its plan
+// (loadgen.ProduceUntil): an event is expected once its first record is among
+// them, and an output of any other event is unexpected. Per distinct event
+// only (not ByRecord).
+func (w *Watcher) CorrectnessUpTo(records int) Correctness {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	first := make([]bool, len(w.count)) // the event's first record is written
+	for _, r := range w.cfg.Plan.Records[:min(records, len(w.cfg.Plan.Records))] {
+		first[r.Seq] = true
+	}
+	c := Correctness{Outputs: w.outputs, Foreign: w.foreign}
+	for id, n := range w.count {
+		switch {
+		case !first[id]:
+			c.Unexpected += int(n)
+		case n == 0:
+			c.Expected++
+			c.Missing++
+		default:
+			c.Expected++
+			c.Duplicates += int(n) - 1
+		}
+	}
+	return c
 }

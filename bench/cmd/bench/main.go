@@ -3,6 +3,8 @@
 //	bench run   [flags]   the full benchmark; prints the table, writes docs/benchmarks.md
 //	bench smoke [flags]   the same at toy size (about a minute); exits 1 unless every
 //	                      contender delivered every event exactly once
+//	bench failover [flags] the failover benchmark: the pause after a kill, a restart,
+//	                      a scale out; prints the table, writes docs/benchmarks-failover.md
 //	bench contender ...   one contender process (the harness starts these)
 //
 // `make bench` and `make bench-smoke` start a broker of their own and call it.
@@ -32,13 +34,15 @@ func main() {
 		os.Exit(contenders.Main(os.Args[2:], os.Stdout, os.Stderr))
 	case "run", "smoke":
 		os.Exit(run(os.Args[1], os.Args[2:]))
+	case "failover":
+		os.Exit(failover(os.Args[2:]))
 	default:
 		usage()
 	}
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: bench run|smoke [flags]  (bench run -h for the flags)")
+	fmt.Fprintln(os.Stderr, "usage: bench run|smoke|failover [flags]  (bench run -h for the flags)")
 	os.Exit(2)
 }
 

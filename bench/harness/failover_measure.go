@@ -1,0 +1,144 @@
+package harness
+
+import (
+	"slices"
+	"time"
+)
+
+// eventMeasure is what one failover event cost, read from the group's
+// samples around it.
+type eventMeasure struct {
+	// Gap: from the event until every affected partition committed again
+	// under its new (or restarted) owner.
+	Gap time.Duration
+	// Stall: the longest time a partition whose owner did not change went
+	// without its committed offset advancing while it had input waiting,
+	// from the event until the group was stable again (and the gap over).
+	Stall time.Duration
+	// Affected and Unmoved count the partitions of either kind.
+	Affected, Unmoved int
+	// Settled: the group was Stable with the wanted members from then on.
+	Settled time.Time
+}
+
+// measureEvent reads an event at time at from samples, whose first element
+// is the group before the event (stable, with its owners) and the rest
+// those taken since. victim is the identity of the member stopped at the
+// event ("" for none), quiet the moment it had exited (its last commit is
+// in every sample taken after), want the members the group settles with.
+// It reports false until the group settled and every affected partition
+// committed again.
+//
+// A partition is affected when the victim owned it or its owner changed.
+// Its new owner counts from the handover: the first sample, at or after
+// quiet, where the group is Stable and the partition has its final owner;
+// the gap ends at the first sample after that whose committed offset is
+// beyond the handover's. So an old owner's last commit on its way out (a
+// SIGTERM, a revoke) never counts as the new owner's. Resolution: the
+// sampling interval.
+func measureEvent(samples []*groupSample, at, quiet time.Time, victim string, want []string) (eventMeasure, bool) {
+	var m eventMeasure
+	if len(samples) < 2 {
+		return m, false
+	}
+	before := samples[0]
+	parts := make([]tp, 0, len(before.owner))
+	for p := range before.owner {
+		parts = append(parts, p)
+	}
+	settled := -1
+	for i := 1; i < len(samples); i++ {
+		s := samples[i]
+		if s.at.After(at) && !s.at.Before(quiet) && s.stable(want, parts) {
+			settled = i
+			break
+		}
+	}
+	if settled < 0 {
+		return m, false
+	}
+	final := samples[settled]
+	m.Settled = final.at
+	end := final.at
+	var unmoved []tp
+	for _, p := range parts {
+		if before.owner[p] != victim && final.owner[p] == before.owner[p] {
+			unmoved = append(unmoved, p)
+			continue
+		}
+		m.Affected++
+		committed, ok := resumed(samples[1:], p, quiet, final.owner[p], want, parts)
+		if !ok {
+			return m, false
+		}
+		if committed.After(end) {
+			end = committed
+		}
+		m.Gap = max(m.Gap, committed.Sub(at))
+	}
+	m.Unmoved = len(unmoved)
+	for _, p := range unmoved {
+		m.Stall = max(m.Stall, longestStall(samples, p, at, end))
+	}
+	return m, true
+}
+
+// resumed is when partition p first committed beyond its offset at the
+// handover to owner (see measureEvent).
+func resumed(samples []*groupSample, p tp, quiet time.Time, owner string, want []string, parts []tp) (time.Time, bool) {
+	base := int64(-1)
+	for _, s := range samples {
+		if base < 0 {
+			if !s.at.Before(quiet) && s.stable(want, parts) && s.owner[p] == owner {
+				base = s.committed[p]
+			}
+			continue
+		}
+		if s.committed[p] > base {
+			return s.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// longestStall is the longest time in [from, to] that partition p's
+// committed offset stood still while records waited beyond it (more than
+// one offset: a transactional writer's commit marker takes one).
+func longestStall(samples []*groupSample, p tp, from, to time.Time) time.Duration {
+	var longest time.Duration
+	last, prev := from, samples[0].committed[p]
+	waiting := false
+	for _, s := range samples[1:] {
+		if s.at.Before(from) {
+			prev = s.committed[p]
+			continue
+		}
+		if s.at.After(to) {
+			break
+		}
+		c := s.committed[p]
+		waiting = s.end[p]-c > 1
+		switch {
+		case c > prev:
+			longest = max(longest, s.at.Sub(last))
+			last, prev = s.at, c
+		case !waiting:
+			last = s.at
+		}
+	}
+	if waiting {
+		longest = max(longest, to.Sub(last))
+	}
+	return longest
+}
+
+// quantiles are the median (the lower middle value for an even count) and
+// the maximum of ds.
+func quantiles(ds []time.Duration) (p50, top time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[(len(s)-1)/2], s[len(s)-1]
+}

@@ -1,0 +1,132 @@
+package harness
+
+import (
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func sec(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
+// timeline builds samples of a group of partitions p0..p3 of topic "in".
+type timeline struct{ samples []*groupSample }
+
+// at adds a sample: state, owner per partition ("" unassigned), committed
+// per partition; every partition's log end is 1000 (records waiting)
+// unless ends says otherwise.
+func (tl *timeline) at(s float64, state string, members []string, owners [4]string, committed [4]int64, ends ...int64) *timeline {
+	g := &groupSample{at: sec(s), state: state, members: members, owner: map[tp]string{}, committed: map[tp]int64{}, end: map[tp]int64{}}
+	for i := range owners {
+		p := tp{"in", int32(i)}
+		if owners[i] != "" {
+			g.owner[p] = owners[i]
+		}
+		g.committed[p] = committed[i]
+		g.end[p] = 1000
+		if len(ends) == 4 {
+			g.end[p] = ends[i]
+		}
+	}
+	tl.samples = append(tl.samples, g)
+	return tl
+}
+
+func TestMeasureEvent(t *testing.T) {
+	abc, bc := []string{"a", "b", "c"}, []string{"b", "c"}
+	rest := [4]string{"a", "a", "b", "c"}
+	none := [4]string{}
+	tests := []struct {
+		name    string
+		tl      *timeline
+		quiet   float64
+		victim  string
+		want    []string
+		ok      bool
+		gap     time.Duration
+		stall   time.Duration
+		settled float64
+	}{
+		{
+			name: "kill, not restarted: a's partitions move to b and c after the session timeout",
+			tl: new(timeline).
+				at(-0.1, "Stable", abc, rest, [4]int64{100, 100, 100, 100}).
+				at(2.5, "Stable", abc, rest, [4]int64{100, 100, 125, 125}).
+				at(5, "Stable", abc, rest, [4]int64{100, 100, 150, 150}).
+				at(7.5, "Stable", abc, rest, [4]int64{100, 100, 175, 175}).
+				at(10, "PreparingRebalance", abc, none, [4]int64{100, 100, 200, 200}).
+				at(12, "Stable", bc, [4]string{"b", "c", "b", "c"}, [4]int64{100, 100, 200, 200}).
+				at(13, "Stable", bc, [4]string{"b", "c", "b", "c"}, [4]int64{130, 100, 200, 200}).
+				at(14, "Stable", bc, [4]string{"b", "c", "b", "c"}, [4]int64{160, 110, 200, 200}).
+				at(16, "Stable", bc, [4]string{"b", "c", "b", "c"}, [4]int64{190, 140, 250, 250}),
+			victim: "a", want: bc, ok: true, gap: 14 * time.Second, settled: 12,
+			// b and c held p2 and p3 throughout; they stood still from 10 s
+			// until the gap was over at 14 s (the window's end).
+			stall: 4 * time.Second,
+		},
+		{
+			name: "not settled: the moved partition has not committed under its new owner",
+			tl: new(timeline).
+				at(-0.1, "Stable", abc, rest, [4]int64{100, 100, 100, 100}).
+				at(12, "Stable", bc, [4]string{"b", "c", "b", "c"}, [4]int64{100, 100, 200, 200}).
+				at(13, "Stable", bc, [4]string{"b", "c", "b", "c"}, [4]int64{130, 100, 250, 250}),
+			victim: "a", want: bc, ok: false,
+		},
+		{
+			name: "SIGTERM and restart: the victim's own last commit on its way out does not end the gap",
+			tl: new(timeline).
+				at(-0.1, "Stable", abc, rest, [4]int64{100, 100, 100, 100}).
+				at(0.3, "Stable", abc, rest, [4]int64{100, 100, 105, 105}).
+				// a committed on its way out at 0.55 s and had exited at 0.6 s.
+				at(0.7, "Stable", abc, rest, [4]int64{120, 120, 110, 110}).
+				at(1, "Stable", abc, rest, [4]int64{120, 120, 120, 120}).
+				at(3, "Stable", abc, rest, [4]int64{140, 120, 140, 140}).
+				at(4, "Stable", abc, rest, [4]int64{160, 125, 160, 160}),
+			quiet: 0.6, victim: "a", want: abc, ok: true, gap: 4 * time.Second, settled: 0.7,
+			stall: 2 * time.Second, // p2 and p3 from 1 s to 3 s
+		},
+		{
+			name: "a partition with nothing waiting does not stall",
+			tl: new(timeline).
+				at(-0.1, "Stable", abc, rest, [4]int64{100, 100, 100, 100}, 1000, 1000, 100, 1000).
+				at(5, "Stable", abc, rest, [4]int64{100, 100, 100, 100}, 1000, 1000, 100, 1000).
+				at(6, "Stable", abc, rest, [4]int64{100, 100, 100, 150}, 1000, 1000, 101, 1000).
+				at(8, "Stable", bc, [4]string{"b", "c", "b", "c"}, [4]int64{100, 100, 100, 200}, 1000, 1000, 101, 1000).
+				at(9, "Stable", bc, [4]string{"b", "c", "b", "c"}, [4]int64{150, 150, 100, 250}, 1000, 1000, 101, 1000),
+			victim: "a", want: bc, ok: true, gap: 9 * time.Second, settled: 8,
+			// p2 never had more than a commit marker waiting; p3 stood still 0-6 s.
+			stall: 6 * time.Second,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, ok := measureEvent(tt.tl.samples, sec(0), sec(tt.quiet), tt.victim, tt.want)
+			if ok != tt.ok {
+				t.Fatalf("settled = %v, want %v (%+v)", ok, tt.ok, m)
+			}
+			if !ok {
+				return
+			}
+			if m.Gap != tt.gap || m.Stall != tt.stall || !m.Settled.Equal(sec(tt.settled)) {
+				t.Errorf("gap %v stall %v settled %v, want %v %v %v", m.Gap, m.Stall, m.Settled.Sub(t0), tt.gap, tt.stall,
+					sec(tt.settled).Sub(t0))
+			}
+		})
+	}
+}
+
+func TestQuantiles(t *testing.T) {
+	tests := []struct {
+		in       []time.Duration
+		p50, max time.Duration
+	}{
+		{nil, 0, 0},
+		{[]time.Duration{3, 1, 2}, 2, 3},
+		{[]time.Duration{4, 1, 3, 2}, 2, 4},
+	}
+	for _, tt := range tests {
+		if p50, top := quantiles(tt.in); p50 != tt.p50 || top != tt.max {
+			t.Errorf("quantiles(%v) = %v, %v; want %v, %v", tt.in, p50, top, tt.p50, tt.max)
+		}
+	}
+}
