@@ -69,6 +69,9 @@ type Config struct {
 	Logger      *slog.Logger
 	// Hooks (eos only) receives the runtime's events (restore progress).
 	Hooks processor.Hooks
+	// Leave (eos only), once closed, makes the worker stop for good: it
+	// leaves the group after its last commit (SIGUSR1 in Main).
+	Leave <-chan struct{}
 }
 
 // Validate reports a config that cannot run.

@@ -110,13 +110,19 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
 	defer signal.Stop(sigs)
+	leave := make(chan struct{})
+	cfg.Leave = leave
 	go func() { // ends on the first signal or when Main returns
 		select {
-		case <-sigs:
+		case sig := <-sigs:
 			if dir := os.Getenv("BENCH_HEAPPROFILE_DIR"); dir != "" {
 				writeHeapProfile(filepath.Join(dir, cfg.Group+".exit.heap.pprof"), stderr)
+			}
+			if sig == syscall.SIGUSR1 && cfg.Kind == Exactly {
+				close(leave) // the worker asks to leave, then stops
+				return
 			}
 			cancel()
 		case <-ctx.Done():

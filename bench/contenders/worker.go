@@ -51,6 +51,16 @@ func runWorker(ctx context.Context, cfg Config, ready func()) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if p, ok := w.(*processor.Processor); ok && cfg.Leave != nil {
+		go func() { // SIGUSR1: a stop for good, as `processor run` does it
+			select {
+			case <-cfg.Leave:
+				p.LeaveGroupOnStop()
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	tick := time.NewTicker(5 * time.Millisecond)

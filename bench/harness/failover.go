@@ -64,6 +64,10 @@ type StopMethod struct {
 var (
 	stopKill = StopMethod{Name: "kill -9", Signal: syscall.SIGKILL}
 	stopTerm = StopMethod{Name: "SIGTERM", Signal: syscall.SIGTERM}
+	// stopLeave is a stop for good: both the worker's contender (as
+	// `processor run`) and the Kafka Streams application close and leave
+	// the group on SIGUSR1.
+	stopLeave = StopMethod{Name: "SIGUSR1 (stop for good: leave the group)", Signal: syscall.SIGUSR1}
 )
 
 // FailoverContender is one implementation in the failover benchmark: a
@@ -86,9 +90,9 @@ type FailoverContender struct {
 // standby replica.
 func FailoverContenders() []FailoverContender {
 	return []FailoverContender{
-		{Name: "eos", Label: "eos", Kind: contenders.Exactly, Leave: stopTerm},
+		{Name: "eos", Label: "eos", Kind: contenders.Exactly, Leave: stopLeave},
 		{Name: "kstreams", Label: "kstreams 1 standby", Kind: contenders.KStreams,
-			Args: []string{"-standby-replicas", "1"}, Leave: stopTerm},
+			Args: []string{"-standby-replicas", "1"}, Leave: stopLeave},
 	}
 }
 
