@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -60,26 +59,16 @@ func failover(args []string) int {
 	if *scenarioList != "" {
 		cfg.Scenarios = strings.Split(*scenarioList, ",")
 	}
-	cfg.Command = "bench failover " + strings.Join(args, " ")
-	if c := os.Getenv("BENCH_COMMAND"); c != "" {
-		cfg.Command = c
-	}
-	exe, err := os.Executable()
+	var (
+		cleanup func()
+		err     error
+	)
+	cfg.Command, cfg.Exe, cfg.WorkDir, cleanup, err = prepare("bench failover", args, cfg.WorkDir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench failover:", err)
 		return 1
 	}
-	cfg.Exe = exe
-	if cfg.WorkDir == "" {
-		if cfg.WorkDir, err = os.MkdirTemp("", "dedup-failover-"); err != nil {
-			fmt.Fprintln(os.Stderr, "bench failover:", err)
-			return 1
-		}
-		defer os.RemoveAll(cfg.WorkDir)
-	} else if cfg.WorkDir, err = filepath.Abs(cfg.WorkDir); err != nil {
-		fmt.Fprintln(os.Stderr, "bench failover:", err)
-		return 1
-	}
+	defer cleanup()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	rep, err := harness.RunFailover(ctx, cfg)

@@ -90,26 +90,16 @@ func run(mode string, args []string) int {
 	if *contenderList != "" {
 		cfg.Contenders = strings.Split(*contenderList, ",")
 	}
-	cfg.Command = "bench " + mode + " " + strings.Join(args, " ")
-	if c := os.Getenv("BENCH_COMMAND"); c != "" {
-		cfg.Command = c
-	}
-	exe, err := os.Executable()
+	var (
+		cleanup func()
+		err     error
+	)
+	cfg.Command, cfg.Exe, cfg.WorkDir, cleanup, err = prepare("bench "+mode, args, cfg.WorkDir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
-	cfg.Exe = exe
-	if cfg.WorkDir == "" {
-		if cfg.WorkDir, err = os.MkdirTemp("", "dedup-bench-"); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			return 1
-		}
-		defer os.RemoveAll(cfg.WorkDir)
-	} else if cfg.WorkDir, err = filepath.Abs(cfg.WorkDir); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 1
-	}
+	defer cleanup()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	rep, err := harness.Run(ctx, cfg)
@@ -149,4 +139,26 @@ func pickS(smoke bool, small, full string) string {
 		return small
 	}
 	return full
+}
+
+// prepare works out what every mode's run needs from its command line: the
+// command the report names (BENCH_COMMAND, set by the Makefile, wins), this
+// executable for the contender processes, and the work dir, absolute, or a
+// new temporary one that cleanup removes.
+func prepare(name string, args []string, workDir string) (command, exe, dir string, cleanup func(), err error) {
+	command = name + " " + strings.Join(args, " ")
+	if c := os.Getenv("BENCH_COMMAND"); c != "" {
+		command = c
+	}
+	if exe, err = os.Executable(); err != nil {
+		return "", "", "", nil, err
+	}
+	if workDir != "" {
+		dir, err = filepath.Abs(workDir)
+		return command, exe, dir, func() {}, err
+	}
+	if dir, err = os.MkdirTemp("", "dedup-"+strings.ReplaceAll(name, " ", "-")+"-"); err != nil {
+		return "", "", "", nil, err
+	}
+	return command, exe, dir, func() { os.RemoveAll(dir) }, nil
 }
