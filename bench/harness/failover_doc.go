@@ -12,7 +12,11 @@ import (
 	"github.com/dedupkit/dedup/bench/chart"
 )
 
-const failoverPNG = "benchmarks-failover.png"
+// failoverPNG is the chart of the doc at path: beside it, named after it,
+// so that runs written to two docs keep a chart each.
+func failoverPNG(doc string) string {
+	return strings.TrimSuffix(filepath.Base(doc), ".md") + ".png"
+}
 
 func (r *FailoverReport) result(contender, scenario string) *ScenarioResult {
 	for i := range r.Results {
@@ -107,7 +111,7 @@ func (r *FailoverReport) WriteDoc() error {
 	if err := os.MkdirAll(chartDir, 0o755); err != nil {
 		return err
 	}
-	if err := r.writeChart(filepath.Join(chartDir, failoverPNG)); err != nil {
+	if err := r.writeChart(filepath.Join(chartDir, failoverPNG(c.Doc))); err != nil {
 		return err
 	}
 	rel, err := filepath.Rel(filepath.Dir(c.Doc), chartDir)
@@ -154,7 +158,7 @@ func (r *FailoverReport) markdown(chartRel string) string {
 		p("%s", l)
 	}
 	p("")
-	p("![failover gaps](%s/%s)", chartRel, failoverPNG)
+	p("![failover gaps](%s/%s)", chartRel, failoverPNG(r.Config.Doc))
 	p("")
 	p("## What happens")
 	p("")
