@@ -17,10 +17,12 @@ import (
 //go:embed analysis.md
 var analysis string
 
-const (
-	throughputPNG = "benchmarks-throughput.png"
-	latencyPNG    = "benchmarks-latency.png"
-)
+// chartName is a chart of the doc at path: beside it, named after it
+// (docs/benchmarks.md: benchmarks-throughput.png), so that runs written to
+// two docs keep their charts apart.
+func chartName(doc, what string) string {
+	return strings.TrimSuffix(filepath.Base(doc), ".md") + "-" + what + ".png"
+}
 
 // WriteDoc writes the markdown report and its two charts.
 func (r *Report) WriteDoc() error {
@@ -56,7 +58,7 @@ func (r *Report) WriteCharts(dir string) error {
 	if c := r.Config; c.SlowRecords > 0 && c.SlowRecords < c.Records {
 		title += fmt.Sprintf(" (Redis, PostgreSQL: %d)", c.SlowRecords)
 	}
-	if err := chart.Bars(filepath.Join(dir, throughputPNG), title, "input events per second", bars); err != nil {
+	if err := chart.Bars(filepath.Join(dir, chartName(r.Config.Doc, "throughput")), title, "input events per second", bars); err != nil {
 		return err
 	}
 	var series []chart.Series
@@ -69,7 +71,7 @@ func (r *Report) WriteCharts(dir string) error {
 		return nil
 	}
 	title = fmt.Sprintf("End-to-end latency at %d events/s offered: input append -> output visible (read_committed)", r.Config.Rate)
-	return chart.CDF(filepath.Join(dir, latencyPNG), title, series)
+	return chart.CDF(filepath.Join(dir, chartName(r.Config.Doc, "latency")), title, series)
 }
 
 func (r *Report) markdown(chartRel string) string {
@@ -116,9 +118,9 @@ func (r *Report) markdown(chartRel string) string {
 	}
 	p("")
 	r.kstreamsSection(p)
-	p("![throughput](%s/%s)", chartRel, throughputPNG)
+	p("![throughput](%s/%s)", chartRel, chartName(r.Config.Doc, "throughput"))
 	p("")
-	p("![latency](%s/%s)", chartRel, latencyPNG)
+	p("![latency](%s/%s)", chartRel, chartName(r.Config.Doc, "latency"))
 	p("")
 	r.stateSection(p)
 	r.methodSection(p)
