@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"os"
 	"regexp"
 	"testing"
@@ -165,11 +164,7 @@ func TestBadInputIsDeadLettered(t *testing.T) {
 func TestBestEffortConsumerLagMetricMoves(t *testing.T) {
 	e := newEnv(t, 2)
 	group := e.group("belag")
-	topo := e.topology(group, nil)
-	topo.Handler = dedup.HandlerFunc(func(_ context.Context, ev *dedup.Event) ([]dedup.Message, error) {
-		time.Sleep(20 * time.Millisecond) // a slow handler, the point of the test
-		return []dedup.Message{{Key: ev.Key, Value: ev.Value, Headers: ev.Headers}}, nil
-	})
+	topo := e.slowTopology(group)
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, group)
 	w := e.startBestEffort(topo, atleastonce.Config{StateDir: t.TempDir(),

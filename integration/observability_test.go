@@ -89,11 +89,7 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 func TestConsumerLagMetricMoves(t *testing.T) {
 	e := newEnv(t, 2)
 	group := e.group("lag")
-	topo := e.topology(group, nil)
-	topo.Handler = dedup.HandlerFunc(func(_ context.Context, ev *dedup.Event) ([]dedup.Message, error) {
-		time.Sleep(20 * time.Millisecond) // a slow handler, the point of the test
-		return []dedup.Message{{Key: ev.Key, Value: ev.Value, Headers: ev.Headers}}, nil
-	})
+	topo := e.slowTopology(group)
 	reg := prometheus.NewRegistry()
 	w := e.startEOS(topo, processor.Config{StateDir: t.TempDir(), Registerer: reg})
 	lag, waitLag := lagOf(t, reg, e.input)
@@ -227,4 +223,15 @@ func TestConsumerLagOfTheLoopTopic(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond) // polling the members' reports
 	}
+}
+
+// slowTopology forwards each event after 20 ms, so 100 events a partition
+// take 2 s and every one-second lag report sees them wait.
+func (e *env) slowTopology(group string) *dedup.Topology {
+	topo := e.topology(group, nil)
+	topo.Handler = dedup.HandlerFunc(func(_ context.Context, ev *dedup.Event) ([]dedup.Message, error) {
+		time.Sleep(20 * time.Millisecond) // a slow handler, the point of the tests
+		return []dedup.Message{{Key: ev.Key, Value: ev.Value, Headers: ev.Headers}}, nil
+	})
+	return topo
 }

@@ -85,9 +85,8 @@ func (f *fencer) producerConfig(id string) *sarama.Config {
 // own expiry remains the fallback. Its client lives for one plan: plans are
 // as rare as rebalances.
 func (f *fencer) run() {
-	conf := baseConfig(f.cfg, f.name)
+	conf := adminConfig(f.cfg, f.name)
 	conf.Version = fenceVersion
-	conf.Metadata.Retry.Max = 3
 	client, err := sarama.NewClient(f.cfg.Brokers, conf)
 	if err != nil {
 		f.log.Warn("could not look for transactions left open by members that left the group; "+

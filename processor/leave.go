@@ -34,8 +34,7 @@ func (p *Processor) leaveGroup(ctx context.Context) {
 	log := p.cfg.Logger.With("group", p.topo.Group, "members", names)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.SessionTimeout)
 	defer cancel()
-	sc := baseConfig(&p.cfg, "dedup-admin")
-	sc.Metadata.Retry.Max = 3
+	sc := adminConfig(&p.cfg, "dedup-admin")
 	var resp *sarama.LeaveGroupResponse
 	err := kafkautil.WithAdmin(ctx, log, "leave the group", p.cfg.Brokers, sc, p.cfg.SessionTimeout,
 		func(admin sarama.ClusterAdmin) error {

@@ -124,11 +124,7 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 // an existing table or loop topic that does not fit the group
 // (kafkautil.ErrTopicMismatch) fail at once.
 func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int32, error) {
-	sc := baseConfig(cfg, "dedup-admin")
-	// WithAdmin retries and logs each retry; baseConfig's 100 metadata
-	// retries (meant for group joins) would spend 20 s silently in every
-	// attempt while no broker answers.
-	sc.Metadata.Retry.Max = 3
+	sc := adminConfig(cfg, "dedup-admin")
 	var parts int32
 	err := kafkautil.WithAdmin(ctx, cfg.Logger, "prepare topics", cfg.Brokers, sc,
 		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
@@ -156,8 +152,7 @@ const defaultMaxRecord = 1_000_000
 // event whose records would not fit (txnContext.MaxRecordBytes). unread are
 // the topics whose limit the worker may not read (no DescribeConfigs).
 func recordLimit(ctx context.Context, cfg *Config, topo *dedup.Topology) (limit int, unread []string, err error) {
-	sc := baseConfig(cfg, "dedup-admin")
-	sc.Metadata.Retry.Max = 3
+	sc := adminConfig(cfg, "dedup-admin")
 	limit = defaultMaxRecord
 	topics := append([]string{topo.DLQ, topo.TableTopic(), topo.LoopTopic()}, topo.Outputs...)
 	err = kafkautil.WithAdmin(ctx, cfg.Logger, "read max.message.bytes", cfg.Brokers, sc,
@@ -322,6 +317,16 @@ func baseConfig(cfg *Config, clientID string) *sarama.Config {
 	// only Metadata.Retry.Max times, so give it room for a transaction timeout.
 	c.Metadata.Retry.Max = 100
 	c.Metadata.Retry.Backoff = 200 * time.Millisecond
+	return c
+}
+
+// adminConfig is baseConfig for the short admin conversations (topics,
+// limits, leaving the group, fencing): their callers retry and log each
+// retry, and baseConfig's 100 metadata retries (meant for group joins)
+// would spend 20 s silently in every attempt while no broker answers.
+func adminConfig(cfg *Config, clientID string) *sarama.Config {
+	c := baseConfig(cfg, clientID)
+	c.Metadata.Retry.Max = 3
 	return c
 }
 
