@@ -42,6 +42,16 @@ type Config struct {
 	// giving the instance its partitions back without a rebalance.
 	// Processor.LeaveGroupOnStop asks it for one stop.
 	LeaveGroupOnStop bool
+	// StandbyReplicas is how many other instances keep a copy of each
+	// partition's table up to date by tailing its changelog (default 0,
+	// at most MaxStandbyReplicas). With one, an instance that dies or
+	// leaves hands its partitions to instances that restore only the
+	// tail, and an instance that joins takes partitions over only once it
+	// has caught up on them (warm-up), so neither pauses for a restore of
+	// the whole table. Each copy costs its instance the disk and about
+	// the memory of an owned partition. Give every instance of a group
+	// the same value: the group's leader plans with its own.
+	StandbyReplicas int
 	// MaxBatch commits early once a transaction holds this many produced
 	// records (default 20000), bounding memory and transaction size.
 	MaxBatch int
@@ -142,6 +152,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.ValidateInstanceID(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.StandbyReplicas < 0 || c.StandbyReplicas > MaxStandbyReplicas {
+		errs = append(errs, fmt.Errorf("standby replicas %d: want 0 to %d", c.StandbyReplicas, MaxStandbyReplicas))
 	}
 	if c.TransactionTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("transaction timeout %v: at least 1s", c.TransactionTimeout))

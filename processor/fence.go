@@ -9,6 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/dedupkit/dedup/internal/assign"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
@@ -50,6 +51,30 @@ const fenceRetries = txnQuickRetries + 40
 type fencingStrategy struct {
 	sarama.BalanceStrategy
 	fence *fencer
+}
+
+// fencing wraps s, keeping the hooks of a strategy that writes its own
+// subscription and hears of its assignment (assign.Member).
+func fencing(s sarama.BalanceStrategy, f *fencer) sarama.BalanceStrategy {
+	fs := &fencingStrategy{BalanceStrategy: s, fence: f}
+	if m, ok := s.(*assign.Member); ok {
+		return &fencingMember{fencingStrategy: fs, m: m}
+	}
+	return fs
+}
+
+// fencingMember is fencingStrategy around an assign.Member.
+type fencingMember struct {
+	*fencingStrategy
+	m *assign.Member
+}
+
+func (s *fencingMember) SubscriptionUserData(topics []string) ([]byte, error) {
+	return s.m.SubscriptionUserData(topics)
+}
+
+func (s *fencingMember) OnAssignment(a *sarama.ConsumerGroupMemberAssignment, generationID int32) {
+	s.m.OnAssignment(a, generationID)
 }
 
 // Plan fences the transactions of producers that are no longer members of

@@ -13,6 +13,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/assign"
 	"github.com/dedupkit/dedup/internal/engine"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 )
@@ -30,6 +31,7 @@ type member struct {
 	hooks      Hooks
 	log        *slog.Logger
 	memberName string // transactional.id and static group instance id
+	host       string // the instance's name in the group: <group>-<instance>, its members' names less "-<thread>"
 	tableTopic string // the changelog, named once
 	loopTopic  string // <group>-loop, named once (not per looped event)
 	partitions int32  // of the inputs and the loop topic (copartitioned)
@@ -63,6 +65,13 @@ type member struct {
 	// partition's to its restore and closes the others this member kept
 	// (session.go).
 	kept *keptStores
+	// standby and strategy, with Config.StandbyReplicas: the Processor's
+	// standbys and this member's assignment strategy, which says which it
+	// holds (standby.go); lastProbe is the member's latest warm-up rejoin
+	// (unix nanos).
+	standby   *standbyTasks
+	strategy  *assign.Member
+	lastProbe atomic.Int64
 	// restores are the session's restores by partition, made by Setup and
 	// read-only until Cleanup; restoring counts their goroutines.
 	restores  map[int32]*partitionRestore
@@ -114,6 +123,9 @@ func (m *member) topics() []string { return append(slices.Clone(m.topo.Inputs), 
 func (m *member) run(ctx context.Context) error {
 	defer m.closeProducer()
 	defer m.closeKept()
+	if m.standby != nil {
+		defer m.standby.closeAll(m)
+	}
 	for ctx.Err() == nil {
 		if m.producer == nil {
 			if m.limitStale {

@@ -99,9 +99,13 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	}
 	p := &Processor{cfg: cfg, topo: topo, partitions: partitions}
 	kept := &keptStores{}
+	var standby *standbyTasks
+	if cfg.StandbyReplicas > 0 {
+		standby = &standbyTasks{}
+	}
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
-		m := &member{cfg: &p.cfg, topo: topo, hooks: cfg.Hooks, memberName: name, maxRecord: cfg.maxRecord, kept: kept,
+		m := &member{cfg: &p.cfg, topo: topo, hooks: cfg.Hooks, memberName: name, host: fmt.Sprintf("%s-%s", topo.Group, instance), maxRecord: cfg.maxRecord, kept: kept, standby: standby,
 			tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: partitions,
 			log: cfg.Logger.With("member", name), producerCfg: producerConfig(&cfg, name)}
 		if err := m.connect(); err != nil {
@@ -203,11 +207,17 @@ func (m *member) connect() error {
 		return fmt.Errorf("client: %w", err)
 	}
 	cc := consumerConfig(m.cfg, m.memberName)
+	if m.standby != nil {
+		// This member's own instance of the sticky strategy: it reports
+		// the standbys the member holds and hears which to hold.
+		m.strategy = assign.NewMember(m.host, m.cfg.StandbyReplicas, func() ([]int32, []int32) { return m.standby.held(m) })
+		cc.Consumer.Group.Rebalance.GroupStrategies[0] = m.strategy
+	}
 	// When this member leads the group, it aborts the transactions of
 	// members that left it before it hands out their partitions (fence.go).
 	f := &fencer{group: m.topo.Group, name: m.memberName, cfg: m.cfg, log: m.log, hooks: m.hooks}
 	for i, s := range cc.Consumer.Group.Rebalance.GroupStrategies {
-		cc.Consumer.Group.Rebalance.GroupStrategies[i] = &fencingStrategy{BalanceStrategy: s, fence: f}
+		cc.Consumer.Group.Rebalance.GroupStrategies[i] = fencing(s, f)
 	}
 	if m.group, err = sarama.NewConsumerGroup(m.cfg.Brokers, m.topo.Group, cc); err != nil {
 		m.client.Close()

@@ -67,6 +67,26 @@ func (m *member) restore(ctx context.Context, p int32, s *store) (int64, error) 
 		m.reportTable(p, s)
 		return 0, nil
 	}
+	start := time.Now()
+	m.log.Info("restoring table partition", "partition", p, "from", from, "to", logEnd, "records", total)
+	n, err := m.readChangelog(ctx, p, s, from, logEnd, func(chunk, left int64) { m.hooks.RestoreProgress(p, chunk, left) })
+	if err != nil {
+		return n, err
+	}
+	m.reportTable(p, s)
+	d := time.Since(start)
+	m.log.Info("restored table partition", "partition", p, "records", n, "entries", s.entries,
+		"took", d.Round(time.Millisecond), "perSecond", int(float64(n)/max(d.Seconds(), 1e-9)))
+	return n, nil
+}
+
+// readChangelog applies partition p's committed changelog records in
+// [from, to) to s, in chunks of restoreChunk records at most, and records
+// the offset reached with each; chunkDone, when not nil, hears of each
+// chunk and of the records left. The memtables grow for a long read and
+// shrink back after it.
+func (m *member) readChangelog(ctx context.Context, p int32, s *store, from, to int64, chunkDone func(chunk, left int64)) (int64, error) {
+	total := to - from
 	if total > restoreChunk {
 		if err := s.reopen(restoreWriteBuffer); err != nil {
 			return 0, err
@@ -75,10 +95,8 @@ func (m *member) restore(ctx context.Context, p int32, s *store) (int64, error) 
 	if err := s.reserveKeys(total); err != nil {
 		return 0, err
 	}
-	start := time.Now()
-	m.log.Info("restoring table partition", "partition", p, "from", from, "to", logEnd, "records", total)
 	var n, chunk, chunkBytes int64
-	next, err := kafkautil.ReadCommitted(ctx, m.client, topic, p, from, logEnd, func(off int64, rec *sarama.Record) error {
+	next, err := kafkautil.ReadCommitted(ctx, m.client, m.tableTopic, p, from, to, func(off int64, rec *sarama.Record) error {
 		if rec.Value == nil {
 			s.Delete(string(rec.Key))
 		} else {
@@ -90,25 +108,22 @@ func (m *member) restore(ctx context.Context, p int32, s *store) (int64, error) 
 			if err := s.Apply(off + 1); err != nil {
 				return err
 			}
-			m.hooks.RestoreProgress(p, chunk, logEnd-off-1)
+			if chunkDone != nil {
+				chunkDone(chunk, to-off-1)
+			}
 			chunk, chunkBytes = 0, 0
 		}
 		return nil
 	})
 	if err != nil {
 		s.Drop()
-		return n, fmt.Errorf("restore %s/%d: %w", topic, p, err)
+		return n, fmt.Errorf("restore %s/%d: %w", m.tableTopic, p, err)
 	}
 	if err := s.Apply(next); err != nil {
 		return n, err
 	}
-	if err := s.reopen(storeWriteBuffer); err != nil {
-		return n, err
+	if chunkDone != nil {
+		chunkDone(chunk, 0)
 	}
-	m.hooks.RestoreProgress(p, chunk, 0)
-	m.reportTable(p, s)
-	d := time.Since(start)
-	m.log.Info("restored table partition", "partition", p, "records", n, "entries", s.entries,
-		"took", d.Round(time.Millisecond), "perSecond", int(float64(n)/max(d.Seconds(), 1e-9)))
-	return n, nil
+	return n, s.reopen(storeWriteBuffer)
 }

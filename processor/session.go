@@ -88,6 +88,11 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	// stops while the tables are restored (health.go).
 	m.health.restoring(time.Now(), sess.Claims())
 	claimed := claimedPartitions(sess.Claims())
+	if m.standby != nil {
+		standbys, warmups := m.strategy.Assigned()
+		m.standby.reconcile(m, standbys, claimed)
+		m.watchWarmups(sess, warmups)
+	}
 	m.kept.closeUnclaimed(m, claimed)
 	m.tablesMu.Lock()
 	m.tables = map[int32]*partitionTable{}
@@ -177,6 +182,9 @@ func (m *member) startRestores(sess sarama.ConsumerGroupSession, claimed []int32
 // (a damaged one is deleted and opened empty: store_corrupt.go).
 func (m *member) restorePartition(sess sarama.ConsumerGroupSession, r *partitionRestore) {
 	ctx := sess.Context()
+	if r.store == nil && m.standby != nil {
+		r.store = m.standby.take(r.p)
+	}
 	kept := r.store != nil
 	if !kept {
 		path := TablePath(m.cfg.StateDir, m.topo.TableTopic(), r.p)

@@ -56,7 +56,8 @@ type Config struct {
 	// persisted in StateDir) or group.instance.id (kstreams; "": none).
 	// SessionTimeout is the group session timeout (0: the worker's default,
 	// 10 s; Kafka Streams' 45 s). The failover benchmark sets both per
-	// instance. StandbyReplicas is Kafka Streams' num.standby.replicas.
+	// instance. StandbyReplicas is the worker's --standby-replicas (eos) or
+	// Kafka Streams' num.standby.replicas.
 	InstanceID      string
 	SessionTimeout  time.Duration
 	StandbyReplicas int

@@ -53,7 +53,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Threads, "threads", 0, "worker --threads (eos), num.stream.threads (kstreams)")
 	fs.StringVar(&cfg.Rekey, "rekey", "", "worker --rekey policy (eos): always or never; kstreams: never is the local mode")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "group session timeout (eos: 0 is 10s; kstreams: session.timeout.ms, 0 is 45s)")
-	fs.IntVar(&cfg.StandbyReplicas, "standby-replicas", 0, "kstreams: num.standby.replicas")
+	fs.IntVar(&cfg.StandbyReplicas, "standby-replicas", 0, "eos: --standby-replicas; kstreams: num.standby.replicas")
 	fs.StringVar(&cfg.InstanceID, "group-instance-id", "", "static member identity: worker --instance-id (eos), group.instance.id (kstreams)")
 	fs.StringVar(&cfg.Changelog, "changelog", "", "txn: also write a changelog-sized record per input record to this compacted topic")
 	fs.StringVar(&cfg.RedisAddr, "redis", "", "redis host:port")

@@ -39,6 +39,10 @@ type FailoverConfig struct {
 	// EventTimeout bounds one event: from it until the group settled and
 	// every affected partition committed again, and so the way back.
 	EventTimeout time.Duration
+	// ContenderLogLevel is the -log-level of every instance ("": the
+	// contender's default, warn); info shows where a worker's restart or
+	// restore spends its time, in the instances' logs under WorkDir.
+	ContenderLogLevel string
 
 	// Exe, ExeArgs, ExeEnv, WorkDir, Doc, ChartDir, KafkaData, Command and
 	// Log as in Config.
@@ -86,11 +90,13 @@ type FailoverContender struct {
 }
 
 // FailoverContenders are the contenders the failover benchmark knows.
-// kstreams is the Kafka Streams application (bench/kstreams), with one
-// standby replica.
+// eos-standby is the worker with one standby replica, kstreams the Kafka
+// Streams application (bench/kstreams) with one.
 func FailoverContenders() []FailoverContender {
 	return []FailoverContender{
 		{Name: "eos", Label: "eos", Kind: contenders.Exactly, Leave: stopLeave},
+		{Name: "eos-standby", Label: "eos 1 standby", Kind: contenders.Exactly,
+			Args: []string{"-standby-replicas", "1"}, Leave: stopLeave},
 		{Name: "kstreams", Label: "kstreams 1 standby", Kind: contenders.KStreams,
 			Args: []string{"-standby-replicas", "1"}, Leave: stopLeave},
 	}
@@ -108,6 +114,9 @@ type Scenario struct {
 	Restart bool
 	// Stall: report the stall of the partitions that did not move.
 	Stall bool
+	// Pause: report the pause of the affected partitions, which differs
+	// from the gap when a contender warms a new owner up first.
+	Pause bool
 }
 
 // Scenarios are the events, in report order.
@@ -116,7 +125,7 @@ func Scenarios() []Scenario {
 		{Name: "kill", Label: "1. kill -9, not restarted", Stop: &stopKill, Stall: true},
 		{Name: "kill-restart", Label: "2. kill -9, restarted at once", Stop: &stopKill, Restart: true},
 		{Name: "term-restart", Label: "3. SIGTERM, restarted at once", Stop: &stopTerm, Restart: true},
-		{Name: "scale-out", Label: "4. a 4th instance joins", Stall: true},
+		{Name: "scale-out", Label: "4. a 4th instance joins", Stall: true, Pause: true},
 		{Name: "stop", Label: "5. stopped for good", Leave: true},
 	}
 }

@@ -60,16 +60,21 @@ func (r *FailoverReport) tableLines() []string {
 	lines := []string{head, rule}
 	for _, sc := range scs {
 		gap, stall := "| "+sc.Label+" |", "| "+sc.Label+": longest stall of the partitions that did not move |"
+		pause := "| " + sc.Label + ": longest pause of the partitions that moved |"
 		for _, ct := range cts {
 			res := r.result(ct.Name, sc.Name)
-			var gaps, stalls []time.Duration
+			var gaps, stalls, pauses []time.Duration
 			if res != nil {
-				gaps, stalls = res.Gaps, res.Stalls
+				gaps, stalls, pauses = res.Gaps, res.Stalls, res.Pauses
 			}
 			gap += " " + gapCell(res, gaps) + " |"
 			stall += " " + gapCell(res, stalls) + " |"
+			pause += " " + gapCell(res, pauses) + " |"
 		}
 		lines = append(lines, gap)
+		if sc.Pause {
+			lines = append(lines, pause)
+		}
 		if sc.Stall {
 			lines = append(lines, stall)
 		}
@@ -180,6 +185,12 @@ func (r *FailoverReport) markdown(chartRel string) string {
 	p("  changed) has a committed offset beyond the one it had when its new (or restarted) owner took it over, the")
 	p("  group Stable. An old owner's last commit on its way out does not count. Scale out's event is the join: the")
 	p("  first sample where the group left its rest, not the process start. Resolution: the sampling interval.")
+	p("  The group counts as Stable only once every member holds at least half its share of the partitions, so a")
+	p("  contender that lets a new member warm up before handing partitions over is measured until it did.")
+	p("- **Pause of the partitions that moved**: the longest time one of the affected partitions went without its")
+	p("  committed offset advancing while records waited beyond it, from the event until the gap was over. After a")
+	p("  stop it is about the gap; when a new owner warms up first, the old owner processes the partition meanwhile,")
+	p("  and the pause is the hand-over alone.")
 	p("- **Stall of the partitions that did not move**: the longest time one of them went without its committed offset")
 	p("  advancing while records waited beyond it, from the event until the group was Stable again and the gap over.")
 	p("- After each scenario the load stops and the output is checked: every event of the records written comes out")
@@ -187,12 +198,12 @@ func (r *FailoverReport) markdown(chartRel string) string {
 	p("")
 	p("## Per scenario")
 	p("")
-	p("| contender | scenario | gaps | stalls of unmoved | affected partitions | records in | events | outputs | missing | duplicated | error |")
-	p("|---|---|---|---|---|---:|---:|---:|---:|---:|---|")
+	p("| contender | scenario | gaps | pauses of moved | stalls of unmoved | affected partitions | records in | events | outputs | missing | duplicated | error |")
+	p("|---|---|---|---|---|---|---:|---:|---:|---:|---:|---|")
 	for _, res := range r.Results {
 		cr := res.Correct
-		p("| %s | %s | %s | %s | %v | %d | %d | %d | %d | %d | %s |", res.Contender, res.Scenario, strings.Join(roundAll(res.Gaps), ", "),
-			strings.Join(roundAll(res.Stalls), ", "), res.Affected, res.Produced, cr.Expected, cr.Outputs, cr.Missing, cr.Duplicates,
+		p("| %s | %s | %s | %s | %s | %v | %d | %d | %d | %d | %d | %s |", res.Contender, res.Scenario, strings.Join(roundAll(res.Gaps), ", "),
+			strings.Join(roundAll(res.Pauses), ", "), strings.Join(roundAll(res.Stalls), ", "), res.Affected, res.Produced, cr.Expected, cr.Outputs, cr.Missing, cr.Duplicates,
 			strings.ReplaceAll(res.Err, "\n", " "))
 	}
 	p("")

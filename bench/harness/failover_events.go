@@ -36,9 +36,10 @@ func (f *failover) events(ctx context.Context, loadEnded <-chan struct{}, r *Sce
 		}
 		r.Gaps = append(r.Gaps, m.Gap)
 		r.Stalls = append(r.Stalls, m.Stall)
+		r.Pauses = append(r.Pauses, m.Pause)
 		r.Affected = append(r.Affected, m.Affected)
-		f.cfg.logf("%s %s #%d: gap %v (%d partitions affected), stall of %d unmoved %v", f.ct.Name, f.sc.Name, rep+1,
-			m.Gap.Round(time.Millisecond), m.Affected, m.Unmoved, m.Stall.Round(time.Millisecond))
+		f.cfg.logf("%s %s #%d: gap %v (%d partitions affected, paused %v at most), stall of %d unmoved %v", f.ct.Name, f.sc.Name, rep+1,
+			m.Gap.Round(time.Millisecond), m.Affected, m.Pause.Round(time.Millisecond), m.Unmoved, m.Stall.Round(time.Millisecond))
 		if f.rest, err = f.steady(ctx, f.ids); err != nil {
 			return fmt.Errorf("after event %d: %w", rep+1, err)
 		}

@@ -11,6 +11,12 @@ type eventMeasure struct {
 	// Gap: from the event until every affected partition committed again
 	// under its new (or restarted) owner.
 	Gap time.Duration
+	// Pause: the longest time an affected partition went without its
+	// committed offset advancing while it had input waiting, from the event
+	// until the gap was over. For a stopped owner it is about the gap; for
+	// a partition that moves only once its new owner warmed up, it is the
+	// hand-over alone: the old owner processed it meanwhile.
+	Pause time.Duration
 	// Stall: the longest time a partition whose owner did not change went
 	// without its committed offset advancing while it had input waiting,
 	// from the event until the group was stable again (and the gap over).
@@ -60,12 +66,13 @@ func measureEvent(samples []*groupSample, at, quiet time.Time, victim string, wa
 	final := samples[settled]
 	m.Settled = final.at
 	end := final.at
-	var unmoved []tp
+	var unmoved, affected []tp
 	for _, p := range parts {
 		if before.owner[p] != victim && final.owner[p] == before.owner[p] {
 			unmoved = append(unmoved, p)
 			continue
 		}
+		affected = append(affected, p)
 		m.Affected++
 		committed, ok := resumed(samples[1:], p, quiet, final.owner[p], want, parts)
 		if !ok {
@@ -79,6 +86,9 @@ func measureEvent(samples []*groupSample, at, quiet time.Time, victim string, wa
 	m.Unmoved = len(unmoved)
 	for _, p := range unmoved {
 		m.Stall = max(m.Stall, longestStall(samples, p, at, end))
+	}
+	for _, p := range affected {
+		m.Pause = max(m.Pause, longestStall(samples, p, at, end))
 	}
 	return m, true
 }

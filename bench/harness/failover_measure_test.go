@@ -33,8 +33,9 @@ func (tl *timeline) at(s float64, state string, members []string, owners [4]stri
 }
 
 func TestMeasureEvent(t *testing.T) {
-	abc, bc := []string{"a", "b", "c"}, []string{"b", "c"}
+	abc, bc, abcd := []string{"a", "b", "c"}, []string{"b", "c"}, []string{"a", "b", "c", "d"}
 	rest := [4]string{"a", "a", "b", "c"}
+	handed := [4]string{"a", "d", "b", "c"}
 	none := [4]string{}
 	tests := []struct {
 		name    string
@@ -45,6 +46,7 @@ func TestMeasureEvent(t *testing.T) {
 		ok      bool
 		gap     time.Duration
 		stall   time.Duration
+		pause   time.Duration
 		settled float64
 	}{
 		{
@@ -59,7 +61,7 @@ func TestMeasureEvent(t *testing.T) {
 				at(13, "Stable", bc, [4]string{"b", "c", "b", "c"}, [4]int64{130, 100, 200, 200}).
 				at(14, "Stable", bc, [4]string{"b", "c", "b", "c"}, [4]int64{160, 110, 200, 200}).
 				at(16, "Stable", bc, [4]string{"b", "c", "b", "c"}, [4]int64{190, 140, 250, 250}),
-			victim: "a", want: bc, ok: true, gap: 14 * time.Second, settled: 12,
+			victim: "a", want: bc, ok: true, gap: 14 * time.Second, settled: 12, pause: 14 * time.Second,
 			// b and c held p2 and p3 throughout; they stood still from 10 s
 			// until the gap was over at 14 s (the window's end).
 			stall: 4 * time.Second,
@@ -83,6 +85,7 @@ func TestMeasureEvent(t *testing.T) {
 				at(3, "Stable", abc, rest, [4]int64{140, 120, 140, 140}).
 				at(4, "Stable", abc, rest, [4]int64{160, 125, 160, 160}),
 			quiet: 0.6, victim: "a", want: abc, ok: true, gap: 4 * time.Second, settled: 0.7,
+			pause: 3300 * time.Millisecond, // p1 from 0.7 s to 4 s
 			stall: 2 * time.Second, // p2 and p3 from 1 s to 3 s
 		},
 		{
@@ -93,9 +96,24 @@ func TestMeasureEvent(t *testing.T) {
 				at(6, "Stable", abc, rest, [4]int64{100, 100, 100, 150}, 1000, 1000, 101, 1000).
 				at(8, "Stable", bc, [4]string{"b", "c", "b", "c"}, [4]int64{100, 100, 100, 200}, 1000, 1000, 101, 1000).
 				at(9, "Stable", bc, [4]string{"b", "c", "b", "c"}, [4]int64{150, 150, 100, 250}, 1000, 1000, 101, 1000),
-			victim: "a", want: bc, ok: true, gap: 9 * time.Second, settled: 8,
+			victim: "a", want: bc, ok: true, gap: 9 * time.Second, settled: 8, pause: 9 * time.Second,
 			// p2 never had more than a commit marker waiting; p3 stood still 0-6 s.
 			stall: 6 * time.Second,
+		},
+		{
+			name: "scale out with a warm-up: the group is not settled while the new member owns nothing",
+			tl: new(timeline).
+				at(-0.1, "Stable", abc, rest, [4]int64{100, 100, 100, 100}).
+				at(1, "Stable", abcd, rest, [4]int64{110, 110, 110, 110}).
+				at(3, "Stable", abcd, rest, [4]int64{130, 130, 130, 130}).
+				at(5, "Stable", abcd, rest, [4]int64{150, 150, 150, 150}).
+				at(7, "Stable", abcd, rest, [4]int64{170, 170, 170, 170}).
+				at(8, "Stable", abcd, handed, [4]int64{180, 170, 180, 180}).
+				at(9.5, "Stable", abcd, handed, [4]int64{195, 200, 195, 195}),
+			victim: "", want: abcd, ok: true, gap: 9500 * time.Millisecond, settled: 8,
+			// a processed p1 until 7 s; d committed it first at 9.5 s.
+			pause: 2500 * time.Millisecond,
+			stall: 2 * time.Second, // the largest step between samples of the unmoved
 		},
 	}
 	for _, tt := range tests {
@@ -107,9 +125,9 @@ func TestMeasureEvent(t *testing.T) {
 			if !ok {
 				return
 			}
-			if m.Gap != tt.gap || m.Stall != tt.stall || !m.Settled.Equal(sec(tt.settled)) {
-				t.Errorf("gap %v stall %v settled %v, want %v %v %v", m.Gap, m.Stall, m.Settled.Sub(t0), tt.gap, tt.stall,
-					sec(tt.settled).Sub(t0))
+			if m.Gap != tt.gap || m.Stall != tt.stall || m.Pause != tt.pause || !m.Settled.Equal(sec(tt.settled)) {
+				t.Errorf("gap %v stall %v pause %v settled %v, want %v %v %v %v", m.Gap, m.Stall, m.Pause, m.Settled.Sub(t0),
+					tt.gap, tt.stall, tt.pause, sec(tt.settled).Sub(t0))
 			}
 		})
 	}

@@ -37,8 +37,18 @@ func (s *groupSample) stable(want []string, parts []tp) bool {
 			return false
 		}
 	}
+	owns := map[string]int{}
 	for _, p := range parts {
 		if s.owner[p] == "" {
+			return false
+		}
+		owns[s.owner[p]]++
+	}
+	// Every member holds at least half its share: a contender that lets a
+	// new member warm up before it takes partitions over is stable only
+	// once it did, so the hand-over is inside the measurement.
+	for _, id := range want {
+		if 2*len(want)*owns[id] < len(parts) {
 			return false
 		}
 	}

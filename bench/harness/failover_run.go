@@ -25,6 +25,7 @@ type ScenarioResult struct {
 	Scenario  string
 	Gaps      []time.Duration
 	Stalls    []time.Duration
+	Pauses    []time.Duration // of the affected partitions
 	// Affected partitions per event (input and internal topics alike).
 	Affected []int
 	Produced int // input records of the steady load
@@ -284,6 +285,9 @@ func (f *failover) start(id string) (*child, error) {
 		"-input", f.input, "-output", f.output, "-group", f.group,
 		"-commit-interval", f.cfg.CommitInterval.String(), "-session-timeout", f.cfg.SessionTimeout.String(),
 		"-group-instance-id", id, "-state-dir", filepath.Join(f.stateDir, id)}
+	if f.cfg.ContenderLogLevel != "" {
+		args = append(args, "-log-level", f.cfg.ContenderLogLevel)
+	}
 	args = append(args, f.ct.Args...)
 	name := fmt.Sprintf("%s-%s", f.ct.Name, id)
 	c, err := f.h.startChild(name, args, filepath.Join(f.cfg.WorkDir, fmt.Sprintf("%s-%s-%d.log", f.group, id, time.Now().UnixMilli())), nil)

@@ -46,6 +46,7 @@ type Config struct {
 	Threads         int
 	SessionTimeout  time.Duration
 	LeaveGroup      bool
+	StandbyReplicas int
 	SweepInterval   time.Duration
 	ReadyAbortLimit int
 	ReadyStallAfter time.Duration
@@ -89,6 +90,7 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a transaction (exactly-once) or the offsets (best-effort) are committed")
 	fs.IntVar(&cfg.Threads, "threads", 1, "consumer-group members (stream threads) in this process, a transactional producer each; exactly-once only. With --rekey=always, events whose dedup partition another member owns go through the loop topic, so more members loop more events")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", defaultSessionTimeout, "group session timeout: how long a silent instance keeps its partitions (exactly-once; best-effort keeps goka's 10s)")
+	fs.IntVar(&cfg.StandbyReplicas, "standby-replicas", 0, "other instances that keep a copy of each partition's table up to date by tailing its changelog (0 to 3): a partition whose instance dies or leaves goes to one of them and restores only the tail, and an instance that joins takes partitions over once it has caught up on them (warm-up). Each copy costs its instance the disk and about the memory of an owned partition; give every instance of a group the same value (exactly-once only)")
 	fs.BoolVar(&cfg.LeaveGroup, "leave-group-on-stop", false, "make every stop a stop for good (scale in): once the last transaction committed, leave the consumer group so the other instances take this one's partitions at once, not after --session-timeout. Off: a stop is a restart, and the instance gets its partitions back without a rebalance; SIGUSR1 stops for good once, SIGTERM per this flag (exactly-once; best-effort members always leave)")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", defaultSweepInterval, "how often the sweeper scans a sixtieth of each partition's table and deletes the expired records it finds, in bounded batches (exactly-once)")
 	fs.IntVar(&cfg.ReadyAbortLimit, "ready-abort-limit", processor.DefaultReadyAbortLimit, "/readyz answers 503 once a member aborted this many transactions in a row (exactly-once)")
@@ -226,6 +228,12 @@ func (cfg *Config) Validate() error {
 		// rebalance, is removed, and its rejoin starts the next rebalance.
 		bad("session-timeout", "%v: exactly-once only; goka's best-effort runtime keeps %v (shorter, its "+
 			"members dropped each other in endless rebalances: docs/reliability.md)", cfg.SessionTimeout, defaultSessionTimeout)
+	}
+	if cfg.StandbyReplicas < 0 || cfg.StandbyReplicas > processor.MaxStandbyReplicas {
+		bad("standby-replicas", "%d: want 0 to %d", cfg.StandbyReplicas, processor.MaxStandbyReplicas)
+	}
+	if cfg.StandbyReplicas > 0 && cfg.Guarantee == BestEffort {
+		bad("standby-replicas", "exactly-once only; goka's best-effort runtime has no standby replicas")
 	}
 	if cfg.LeaveGroup && cfg.Guarantee == BestEffort {
 		bad("leave-group-on-stop", "exactly-once only; goka's best-effort members are dynamic and leave the group on every stop")

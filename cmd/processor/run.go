@@ -56,7 +56,7 @@ func runWorker(ctx, forGood context.Context, cfg *Config, logOut *os.File) error
 		p, err = processor.New(ctx, processor.Config{
 			Brokers: cfg.Brokers, Security: cfg.Security, StateDir: cfg.StateDir, InstanceID: cfg.InstanceID, CommitInterval: cfg.CommitInterval,
 			Threads: cfg.Threads, SessionTimeout: cfg.SessionTimeout, SweepInterval: cfg.SweepInterval, Replication: int16(cfg.Replication), Logger: log,
-			Registerer: reg, LeaveGroupOnStop: cfg.LeaveGroup,
+			Registerer: reg, LeaveGroupOnStop: cfg.LeaveGroup, StandbyReplicas: cfg.StandbyReplicas,
 			ReadyAbortLimit: cfg.ReadyAbortLimit, ReadyStallAfter: cfg.ReadyStallAfter, LiveStallAfter: cfg.LiveStallAfter,
 		}, topo)
 		if err == nil {

@@ -15,7 +15,6 @@
 package assign
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"sort"
@@ -39,41 +38,72 @@ func (sticky) Name() string { return Name }
 // Plan assigns every partition of every subscribed topic to exactly one
 // member, the same partition numbers of every topic to a member.
 func (sticky) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32) (sarama.BalanceStrategyPlan, error) {
+	plan, _, err := makePlan(members, topics, 0)
+	return plan, err
+}
+
+// makePlan is Plan with replicas standby replicas per partition
+// (standby.go); it also returns what each member is told (AssignmentData).
+func makePlan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32, replicas int) (sarama.BalanceStrategyPlan, map[string]userData, error) {
 	names, partitions, err := copartitioned(topics)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ids := make([]string, 0, len(members))
+	subs := make(map[string]userData, len(members))
 	for id, meta := range members {
 		if !sameTopics(names, meta.Topics) {
-			return nil, fmt.Errorf("assign: member %s subscribes to %v, the group to %v: every member must subscribe to the same topics", id, meta.Topics, names)
+			return nil, nil, fmt.Errorf("assign: member %s subscribes to %v, the group to %v: every member must subscribe to the same topics", id, meta.Topics, names)
 		}
 		ids = append(ids, id)
+		d, ok := decode(meta.UserData)
+		if !ok {
+			d = userData{generation: -1} // first join, goka's strategy before, or a format this version does not read
+		}
+		if d.host == "" {
+			d.host = id
+		}
+		subs[id] = d
 	}
 	sort.Strings(ids)
 	plan := sarama.BalanceStrategyPlan{}
+	told := make(map[string]userData, len(ids))
 	if len(ids) == 0 || len(partitions) == 0 {
-		return plan, nil
+		return plan, told, nil
 	}
-	owned := distribute(ids, partitions, claims(ids, members, partitions))
+	g := &groupPlan{ids: ids, subs: subs, partitions: partitions, replicas: replicas}
+	g.distribute()
+	g.placeStandbys()
 	for _, id := range ids {
 		for _, topic := range names {
-			plan.Add(id, topic, owned[id]...)
+			plan.Add(id, topic, g.owned[id]...)
 		}
+		if _, ok := plan[id]; !ok && len(g.standbys[id]) > 0 {
+			// sarama asks AssignmentData only for the members in the
+			// plan, and one warming up has standbys to hear of.
+			plan[id] = map[string][]int32{}
+		}
+		told[id] = userData{partitions: g.owned[id], standbys: g.standbys[id], warmups: g.warmups[id]}
 	}
-	return plan, nil
+	return plan, told, nil
 }
 
 // AssignmentData is what the member sends back in its next JoinGroup: its
 // partitions and the generation that gave them, which settles a partition
 // two members claim (stale user data of a member that lost it).
 func (sticky) AssignmentData(_ string, topics map[string][]int32, generationID int32) ([]byte, error) {
+	return encode(userData{generation: generationID, partitions: partitionsOf(topics)}), nil
+}
+
+// partitionsOf is the sorted partition numbers of a copartitioned
+// assignment, each once.
+func partitionsOf(topics map[string][]int32) []int32 {
 	var parts []int32
 	for _, ps := range topics {
 		parts = append(parts, ps...)
 	}
 	slices.Sort(parts)
-	return encode(userData{generation: generationID, partitions: slices.Compact(parts)}), nil
+	return slices.Compact(parts)
 }
 
 // copartitioned returns the sorted topic names and their one partition
@@ -112,17 +142,14 @@ func sameTopics(want []string, got []string) bool {
 // higher generation (the later owner), then of the lower member ID.
 // Partitions the topics no longer have are dropped. Members are in ids
 // order, so the lower ID wins a tie by coming first.
-func claims(ids []string, members map[string]sarama.ConsumerGroupMemberMetadata, partitions []int32) map[string][]int32 {
+func claims(ids []string, subs map[string]userData, partitions []int32) map[string][]int32 {
 	type claim struct {
 		member     string
 		generation int32
 	}
 	winner := map[int32]claim{}
 	for _, id := range ids {
-		d, ok := decode(members[id].UserData)
-		if !ok {
-			continue // first join, goka's strategy before, or a format this version does not read
-		}
+		d := subs[id]
 		for _, p := range d.partitions {
 			if _, known := slices.BinarySearch(partitions, p); !known {
 				continue
@@ -140,42 +167,6 @@ func claims(ids []string, members map[string]sarama.ConsumerGroupMemberMetadata,
 		}
 	}
 	return out
-}
-
-// distribute gives each member floor or ceil of len(partitions)/len(ids):
-// first what it claims, up to its quota, then unclaimed partitions in
-// order, filling members in ids order. The ceil quotas go to the members
-// claiming the most, so the most claims are kept. With no claims at all
-// (a new group, or the first generation after goka's strategy) it is
-// goka's range layout: switching strategies moves nothing.
-func distribute(ids []string, partitions []int32, claimed map[string][]int32) map[string][]int32 {
-	if len(claimed) == 0 {
-		return ranges(ids, partitions)
-	}
-	quota := quotas(ids, len(partitions), claimed)
-	owned := make(map[string][]int32, len(ids))
-	taken := map[int32]bool{}
-	for _, id := range ids {
-		keep := claimed[id][:min(len(claimed[id]), quota[id])]
-		owned[id] = slices.Clone(keep)
-		for _, p := range keep {
-			taken[p] = true
-		}
-	}
-	i := 0
-	for _, p := range partitions {
-		if taken[p] {
-			continue
-		}
-		for len(owned[ids[i]]) >= quota[ids[i]] {
-			i++
-		}
-		owned[ids[i]] = append(owned[ids[i]], p)
-	}
-	for _, id := range ids {
-		slices.Sort(owned[id])
-	}
-	return owned
 }
 
 // quotas gives len(partitions) % len(ids) members one partition more than
@@ -206,41 +197,3 @@ func ranges(ids []string, partitions []int32) map[string][]int32 {
 	return owned
 }
 
-// userData is a member's previous assignment: version 1, then the
-// generation and the partition numbers, big-endian int32s.
-type userData struct {
-	generation int32
-	partitions []int32
-}
-
-const userDataVersion = 1
-
-func encode(d userData) []byte {
-	b := make([]byte, 0, 1+4+4+4*len(d.partitions))
-	b = append(b, userDataVersion)
-	b = binary.BigEndian.AppendUint32(b, uint32(d.generation))
-	b = binary.BigEndian.AppendUint32(b, uint32(len(d.partitions)))
-	for _, p := range d.partitions {
-		b = binary.BigEndian.AppendUint32(b, uint32(p))
-	}
-	return b
-}
-
-// decode reads user data encode wrote; false for anything else, which Plan
-// takes as a member without previous partitions: the assignment stays
-// correct, only less sticky.
-func decode(b []byte) (userData, bool) {
-	if len(b) < 9 || b[0] != userDataVersion {
-		return userData{}, false
-	}
-	d := userData{generation: int32(binary.BigEndian.Uint32(b[1:]))}
-	n := binary.BigEndian.Uint32(b[5:])
-	if uint64(len(b)-9) != 4*uint64(n) {
-		return userData{}, false
-	}
-	d.partitions = make([]int32, n)
-	for i := range d.partitions {
-		d.partitions[i] = int32(binary.BigEndian.Uint32(b[9+4*i:]))
-	}
-	return d, true
-}

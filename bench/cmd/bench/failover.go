@@ -33,6 +33,7 @@ func failover(args []string) int {
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "commit interval of every instance")
 	fs.DurationVar(&cfg.PollInterval, "poll", 100*time.Millisecond, "how often the group's offsets and assignment are read")
 	fs.DurationVar(&cfg.EventTimeout, "event-timeout", 3*time.Minute, "give up on an event that has not settled after this")
+	fs.StringVar(&cfg.ContenderLogLevel, "contender-log-level", "", "-log-level of every instance (debug, info, warn, error; default the contender's, warn)")
 	fs.StringVar(&cfg.WorkDir, "workdir", "", "state dirs and logs (default: a new temp dir, removed after)")
 	fs.StringVar(&cfg.Doc, "doc", "docs/benchmarks-failover.md", "markdown report to write (empty: none)")
 	fs.StringVar(&cfg.KafkaData, "kafka-data", os.Getenv("KAFKA_DATA"), "kafka.sh data dir of the broker (for its version)")

@@ -1,0 +1,91 @@
+package assign
+
+import (
+	"sync"
+
+	"github.com/IBM/sarama"
+)
+
+// Member is the strategy of one group member that may hold standby
+// replicas. Sticky is stateless because sarama carries the previous
+// assignment for it; a member with standbys must also tell the leader
+// which standbys it holds and has caught up, which changes between
+// rebalances, so it writes its subscription itself
+// (sarama.SubscriptionUserDataBalanceStrategy) and remembers its last
+// assignment (sarama.OnAssignmentBalanceStrategy). The group leader plans
+// with its own Replicas: every instance of a group should run with the
+// same.
+type Member struct {
+	host     string
+	replicas int
+	held     func() (standbys, caughtUp []int32)
+
+	mu   sync.Mutex
+	last userData            // this member's latest assignment
+	told map[string]userData // the latest plan this member made as leader
+}
+
+// NewMember returns the strategy of a member on host (its process's
+// instance) planning replicas standbys per partition when it leads. held
+// reports the standbys the member holds and those within the acceptable
+// lag; nil for none.
+func NewMember(host string, replicas int, held func() (standbys, caughtUp []int32)) *Member {
+	return &Member{host: host, replicas: replicas, held: held}
+}
+
+func (m *Member) Name() string { return Name }
+
+// Plan is Sticky's plan with the standbys and warm-ups (plan.go).
+func (m *Member) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32) (sarama.BalanceStrategyPlan, error) {
+	plan, told, err := makePlan(members, topics, m.replicas)
+	m.mu.Lock()
+	m.told = told
+	m.mu.Unlock()
+	return plan, err
+}
+
+// AssignmentData tells memberID its partitions, standbys and warm-ups of
+// the plan just made.
+func (m *Member) AssignmentData(memberID string, topics map[string][]int32, generationID int32) ([]byte, error) {
+	m.mu.Lock()
+	d := m.told[memberID]
+	m.mu.Unlock()
+	d.generation, d.partitions = generationID, partitionsOf(topics)
+	return encode(d), nil
+}
+
+// SubscriptionUserData is the member's previous assignment and, with
+// standbys, its host and the standbys it holds.
+func (m *Member) SubscriptionUserData([]string) ([]byte, error) {
+	m.mu.Lock()
+	d := userData{generation: m.last.generation, partitions: m.last.partitions}
+	m.mu.Unlock()
+	if m.replicas > 0 || m.held != nil {
+		d.host = m.host
+	}
+	if m.held != nil {
+		d.standbys, d.caughtUp = m.held()
+	}
+	return encode(d), nil
+}
+
+// OnAssignment keeps the member's assignment for its next subscription and
+// for Assigned.
+func (m *Member) OnAssignment(a *sarama.ConsumerGroupMemberAssignment, generationID int32) {
+	d, ok := decode(a.UserData)
+	if !ok {
+		d = userData{}
+	}
+	d.generation, d.partitions = generationID, partitionsOf(a.Topics)
+	m.mu.Lock()
+	m.last = d
+	m.mu.Unlock()
+}
+
+// Assigned is the member's standbys in its latest assignment, and which of
+// them are warm-ups: partitions it will own once it has caught up.
+func (m *Member) Assigned() (standbys, warmups []int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.last.standbys, m.last.warmups
+}

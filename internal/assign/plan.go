@@ -1,0 +1,164 @@
+package assign
+
+import (
+	"slices"
+)
+
+// groupPlan is one plan in the making: who owns each partition, and, with
+// standby replicas, who keeps a copy of its table up to date.
+//
+// Standby replicas (replicas > 0) change two things:
+//
+//   - A partition whose owner left goes, among the members with room, to
+//     one that reported its standby caught up, then to one that holds a
+//     standby of it at all: that member restores only the tail.
+//   - A partition that must move from a live member to another (a member
+//     joined, so every share shrank) moves only once the new owner has
+//     caught up: until then the old owner keeps it, over its share, and the
+//     new owner holds it as a warm-up standby. The new owner joins again
+//     when its warm-ups have caught up (the member side, processor's
+//     standby.go), and the next plan moves them. So a join pauses the
+//     moved partitions for a rebalance and the tail, not for a restore of
+//     the whole table (Kafka Streams' warm-up replicas, KIP-441).
+//
+// A standby is never placed on the owner's host (the members of one
+// process share its state dir): it would hold nothing the owner does not.
+type groupPlan struct {
+	ids        []string
+	subs       map[string]userData // by member ID: what each member reported
+	partitions []int32
+	replicas   int
+
+	owned    map[string][]int32
+	standbys map[string][]int32 // every partition a member keeps a copy of
+	warmups  map[string][]int32 // the standbys a member will own once caught up
+}
+
+// distribute gives each member floor or ceil of len(partitions)/len(ids):
+// first what it claims, up to its quota, then the other partitions in
+// order, each to the best member with room (pick). With no claims at all
+// (a new group, or the first generation after goka's strategy) it is
+// goka's range layout: switching strategies moves nothing.
+func (g *groupPlan) distribute() {
+	g.owned = make(map[string][]int32, len(g.ids))
+	g.warmups = map[string][]int32{}
+	claimed := claims(g.ids, g.subs, g.partitions)
+	if len(claimed) == 0 {
+		g.owned = ranges(g.ids, g.partitions)
+		return
+	}
+	quota := quotas(g.ids, len(g.partitions), claimed)
+	taken := map[int32]bool{}
+	// holder is the live member claiming a partition beyond its quota:
+	// with standbys on, it keeps the partition until the new owner warmed up.
+	holder := map[int32]string{}
+	for _, id := range g.ids {
+		n := min(len(claimed[id]), quota[id])
+		g.owned[id] = slices.Clone(claimed[id][:n])
+		for _, p := range claimed[id][:n] {
+			taken[p] = true
+		}
+		for _, p := range claimed[id][n:] {
+			holder[p] = id
+		}
+	}
+	room := func(id string) bool { return len(g.owned[id])+len(g.warmups[id]) < quota[id] }
+	for _, p := range g.partitions {
+		if taken[p] {
+			continue
+		}
+		to := g.pick(p, room)
+		if h := holder[p]; h != "" && g.replicas > 0 && !slices.Contains(g.subs[to].caughtUp, p) && g.subs[to].host != g.subs[h].host {
+			g.owned[h] = append(g.owned[h], p)
+			g.warmups[to] = append(g.warmups[to], p)
+			continue
+		}
+		g.owned[to] = append(g.owned[to], p)
+	}
+	for _, id := range g.ids {
+		slices.Sort(g.owned[id])
+	}
+}
+
+// pick is the member with room for partition p that reported p's standby
+// caught up, else one holding a standby of p, else the first with room in
+// ids order. The quotas add up to the partitions, so one always has room.
+func (g *groupPlan) pick(p int32, room func(string) bool) string {
+	best, rank := "", 3
+	for _, id := range g.ids {
+		if !room(id) {
+			continue
+		}
+		r := 2
+		switch d := g.subs[id]; {
+		case slices.Contains(d.caughtUp, p):
+			r = 0
+		case slices.Contains(d.standbys, p):
+			r = 1
+		}
+		if r < rank {
+			best, rank = id, r
+		}
+	}
+	return best
+}
+
+// placeStandbys gives each partition up to replicas standbys (a warm-up
+// counts as one), each on a host other than the owner's and each other's:
+// first members that hold a copy of its table already (a standby, or the
+// partition they owned before), then the members with the fewest standbys.
+// Fewer when there are not enough hosts.
+func (g *groupPlan) placeStandbys() {
+	g.standbys = map[string][]int32{}
+	if g.replicas <= 0 {
+		return
+	}
+	owner := map[int32]string{}
+	for id, ps := range g.owned {
+		for _, p := range ps {
+			owner[p] = id
+		}
+	}
+	warm := map[int32]string{}
+	for id, ps := range g.warmups {
+		for _, p := range ps {
+			warm[p] = id
+		}
+	}
+	// Standbys are spread over hosts first (each costs its process memory
+	// and disk), then over a host's members.
+	hostCount, memberCount := map[string]int{}, map[string]int{}
+	add := func(id string, p int32, hosts map[string]bool) {
+		g.standbys[id] = append(g.standbys[id], p)
+		hostCount[g.subs[id].host]++
+		memberCount[id]++
+		hosts[g.subs[id].host] = true
+	}
+	for _, p := range g.partitions {
+		hosts := map[string]bool{g.subs[owner[p]].host: true}
+		n := 0
+		if w := warm[p]; w != "" {
+			add(w, p, hosts)
+			n++
+		}
+		for ; n < g.replicas; n++ {
+			best, bestHolds := "", false
+			for _, id := range g.ids {
+				d := g.subs[id]
+				if hosts[d.host] {
+					continue
+				}
+				holds := slices.Contains(d.standbys, p) || slices.Contains(d.partitions, p)
+				b := g.subs[best].host
+				if best == "" || (holds && !bestHolds) || (holds == bestHolds &&
+					(hostCount[d.host] < hostCount[b] || (hostCount[d.host] == hostCount[b] && memberCount[id] < memberCount[best]))) {
+					best, bestHolds = id, holds
+				}
+			}
+			if best == "" {
+				break // no other host
+			}
+			add(best, p, hosts)
+		}
+	}
+}

@@ -1,0 +1,232 @@
+package assign
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/IBM/sarama"
+)
+
+// sub is what a member with standbys reports in its subscription.
+type sub struct {
+	host                 string
+	generation           int32
+	partitions, standbys []int32
+	caughtUp             []int32
+}
+
+// leaderPlan runs the plan of a leader with replicas standbys over members
+// and returns each member's partitions and what it is told.
+func leaderPlan(t *testing.T, replicas int, n int32, members map[string]sub) (map[string][]int32, map[string]userData) {
+	t.Helper()
+	g := map[string]sarama.ConsumerGroupMemberMetadata{}
+	for id, s := range members {
+		g[id] = sarama.ConsumerGroupMemberMetadata{Topics: slices.Clone(subscribed), UserData: encode(userData{
+			generation: s.generation, partitions: s.partitions, host: s.host, standbys: s.standbys, caughtUp: s.caughtUp})}
+	}
+	leader := NewMember("leader", replicas, nil)
+	topics := topicsOf(n)
+	plan, err := leader.Plan(g, topics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := owned(t, plan, topics)
+	told := map[string]userData{}
+	for id := range members {
+		b, err := leader.AssignmentData(id, plan[id], 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, ok := decode(b)
+		if !ok {
+			t.Fatalf("member %s: assignment data %x does not decode", id, b)
+		}
+		if !slices.Equal(d.partitions, got[id]) || d.generation != 7 {
+			t.Fatalf("member %s told partitions %v generation %d, owns %v", id, d.partitions, d.generation, got[id])
+		}
+		told[id] = d
+	}
+	return got, told
+}
+
+// Every partition gets one standby on another host, spread about evenly
+// over the hosts; none on the owner's host.
+func TestStandbyPlacement(t *testing.T) {
+	members := map[string]sub{
+		"a-0": {host: "a", generation: 3, partitions: span(0, 3)},
+		"b-0": {host: "b", generation: 3, partitions: span(3, 6)},
+		"c-0": {host: "c", generation: 3, partitions: span(6, 9)},
+		"c-1": {host: "c", generation: 3, partitions: span(9, 12)}, // a second thread of c
+	}
+	got, told := leaderPlan(t, 1, 12, members)
+	owner := map[int32]string{}
+	for id, ps := range got {
+		for _, p := range ps {
+			owner[p] = id
+		}
+	}
+	copies := map[int32]int{}
+	perHost := map[string]int{}
+	for id, d := range told {
+		for _, p := range d.standbys {
+			copies[p]++
+			perHost[members[id].host]++
+			if members[owner[p]].host == members[id].host {
+				t.Errorf("partition %d: standby on %s, the owner %s's host", p, id, owner[p])
+			}
+		}
+		if len(d.warmups) > 0 {
+			t.Errorf("member %s: warm-ups %v with nobody joining", id, d.warmups)
+		}
+	}
+	for p := range int32(12) {
+		if copies[p] != 1 {
+			t.Errorf("partition %d: %d standbys, want 1", p, copies[p])
+		}
+	}
+	for h, n := range perHost {
+		if n < 3 || n > 5 { // greedy, in partition order: not always 4 each
+			t.Errorf("host %s holds %d standbys, want about 4 (%v)", h, n, perHost)
+		}
+	}
+}
+
+// With one host there is nowhere to put a standby.
+func TestStandbyNeedsAnotherHost(t *testing.T) {
+	_, told := leaderPlan(t, 1, 6, map[string]sub{
+		"a-0": {host: "a", generation: 1, partitions: span(0, 3)},
+		"a-1": {host: "a", generation: 1, partitions: span(3, 6)},
+	})
+	for id, d := range told {
+		if len(d.standbys) > 0 {
+			t.Errorf("member %s: standbys %v on the owner's host", id, d.standbys)
+		}
+	}
+}
+
+// A member that holds a standby keeps it, and the previous owner of a
+// partition that moved is preferred as its standby.
+func TestStandbysStay(t *testing.T) {
+	members := map[string]sub{
+		"a-0": {host: "a", generation: 2, partitions: []int32{0, 1}, standbys: []int32{2, 4}},
+		"b-0": {host: "b", generation: 2, partitions: []int32{2, 3}, standbys: []int32{0, 5}},
+		"c-0": {host: "c", generation: 2, partitions: []int32{4, 5}, standbys: []int32{1, 3}},
+	}
+	_, told := leaderPlan(t, 1, 6, members)
+	for id, s := range members {
+		for _, p := range s.standbys {
+			if !slices.Contains(told[id].standbys, p) {
+				t.Errorf("member %s lost its standby of %d: told %v", id, p, told[id].standbys)
+			}
+		}
+	}
+}
+
+// A partition whose owner left goes to the member whose standby caught up,
+// not to the first with room.
+func TestOrphanGoesToItsCaughtUpStandby(t *testing.T) {
+	// c left; its partitions 8..11 have caught-up standbys: 8, 9 on b, 10, 11 on a.
+	members := map[string]sub{
+		"a-0": {host: "a", generation: 5, partitions: span(0, 4), standbys: []int32{4, 5, 10, 11}, caughtUp: []int32{4, 5, 10, 11}},
+		"b-0": {host: "b", generation: 5, partitions: span(4, 8), standbys: []int32{0, 1, 8, 9}, caughtUp: []int32{0, 1, 8, 9}},
+	}
+	got, _ := leaderPlan(t, 1, 12, members)
+	want := map[string][]int32{"a-0": {0, 1, 2, 3, 10, 11}, "b-0": {4, 5, 6, 7, 8, 9}}
+	for id, ps := range want {
+		if !slices.Equal(got[id], ps) {
+			t.Errorf("member %s owns %v, want %v", id, got[id], ps)
+		}
+	}
+}
+
+// A member that joins gets its share as warm-ups: the old owners keep the
+// partitions until it reports them caught up, and the next plan moves them.
+// Without standbys the join moves them at once.
+func TestJoinWarmsUpFirst(t *testing.T) {
+	old := map[string]sub{
+		"a-0": {host: "a", generation: 4, partitions: span(0, 4)},
+		"b-0": {host: "b", generation: 4, partitions: span(4, 8)},
+		"c-0": {host: "c", generation: 4, partitions: span(8, 12)},
+	}
+	joined := func(caughtUp []int32) map[string]sub {
+		m := map[string]sub{"d-0": {host: "d", standbys: caughtUp, caughtUp: caughtUp}}
+		for id, s := range old {
+			m[id] = s
+		}
+		return m
+	}
+	got, told := leaderPlan(t, 1, 12, joined(nil))
+	for id, s := range old {
+		if !slices.Equal(got[id], s.partitions) {
+			t.Errorf("while d warms up, %s owns %v, want its %v", id, got[id], s.partitions)
+		}
+	}
+	warm := told["d-0"].warmups
+	if len(got["d-0"]) != 0 || len(warm) != 3 {
+		t.Fatalf("d owns %v with warm-ups %v, want none and 3", got["d-0"], warm)
+	}
+	if !slices.Equal(told["d-0"].standbys[:0], []int32{}) || !isSubset(warm, told["d-0"].standbys) {
+		t.Fatalf("d's warm-ups %v are not among its standbys %v", warm, told["d-0"].standbys)
+	}
+
+	got, told = leaderPlan(t, 1, 12, joined(warm))
+	if !slices.Equal(got["d-0"], warm) {
+		t.Fatalf("after catching up d owns %v, want its warm-ups %v", got["d-0"], warm)
+	}
+	if len(told["d-0"].warmups) != 0 {
+		t.Errorf("d still told warm-ups %v", told["d-0"].warmups)
+	}
+	for _, p := range warm {
+		prev := ""
+		for id, s := range old {
+			if slices.Contains(s.partitions, p) {
+				prev = id
+			}
+		}
+		if !slices.Contains(told[prev].standbys, p) {
+			t.Errorf("partition %d moved from %s to d: want %s its standby, told %v", p, prev, prev, told[prev].standbys)
+		}
+	}
+
+	got, _ = leaderPlan(t, 0, 12, joined(nil))
+	if len(got["d-0"]) != 3 {
+		t.Errorf("without standbys d owns %v at once, want 3 partitions", got["d-0"])
+	}
+}
+
+func isSubset(a, b []int32) bool {
+	for _, p := range a {
+		if !slices.Contains(b, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// Version 2 round-trips and version 1 stays what releases before standbys
+// wrote; damaged bytes are refused.
+func TestUserDataV2(t *testing.T) {
+	d := userData{generation: 9, partitions: []int32{1, 2}, host: "g-abc", standbys: []int32{3}, warmups: []int32{3}, caughtUp: []int32{}}
+	b := encode(d)
+	if b[0] != userDataV2 {
+		t.Fatalf("version %d, want 2", b[0])
+	}
+	got, ok := decode(b)
+	if !ok || got.generation != 9 || got.host != "g-abc" || !slices.Equal(got.partitions, d.partitions) ||
+		!slices.Equal(got.standbys, d.standbys) || !slices.Equal(got.warmups, d.warmups) || len(got.caughtUp) != 0 {
+		t.Fatalf("decoded %+v, %v; want %+v", got, ok, d)
+	}
+	for cut := 1; cut < len(b); cut++ {
+		if _, ok := decode(b[:cut]); ok {
+			t.Errorf("decode of the first %d bytes accepted", cut)
+		}
+	}
+	if _, ok := decode(append(b, 0)); ok {
+		t.Error("decode with a trailing byte accepted")
+	}
+	v1 := encode(userData{generation: 9, partitions: []int32{1, 2}})
+	if want := fmt.Sprintf("%x", []byte{1, 0, 0, 0, 9, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2}); fmt.Sprintf("%x", v1) != want {
+		t.Errorf("version 1 bytes %x, want %s", v1, want)
+	}
+}

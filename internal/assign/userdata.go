@@ -1,0 +1,118 @@
+package assign
+
+import (
+	"encoding/binary"
+)
+
+// userData travels both ways. In a member's subscription (JoinGroup) it is
+// the member's previous assignment (generation, partitions) and, with
+// standby replicas, its host and the standbys it holds and has caught up.
+// In an assignment (SyncGroup) it is the generation, the partitions, and
+// the standbys and warm-ups the member is to hold.
+type userData struct {
+	generation int32
+	partitions []int32
+	host       string  // the member's process: its instance (version 2)
+	standbys   []int32 // held (subscription) or to hold (assignment)
+	warmups    []int32 // assignment: standbys the member will own once caught up
+	caughtUp   []int32 // subscription: standbys within the acceptable lag
+}
+
+// Version 1 is the generation and the partitions, big-endian int32s after
+// the version byte. Version 2 appends the host (a uint16 length and its
+// bytes) and three more lists. A member without standbys sends version 1,
+// so a group of such members reads the same bytes as releases before
+// standby replicas; those releases read version 2 as no previous
+// assignment (less sticky, still correct).
+const (
+	userDataV1 = 1
+	userDataV2 = 2
+)
+
+func encode(d userData) []byte {
+	v2 := d.host != "" || len(d.standbys)+len(d.warmups)+len(d.caughtUp) > 0
+	b := make([]byte, 0, 64)
+	if !v2 {
+		b = append(b, userDataV1)
+	} else {
+		b = append(b, userDataV2)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(d.generation))
+	b = appendList(b, d.partitions)
+	if !v2 {
+		return b
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(d.host)))
+	b = append(b, d.host...)
+	b = appendList(b, d.standbys)
+	b = appendList(b, d.warmups)
+	return appendList(b, d.caughtUp)
+}
+
+func appendList(b []byte, ps []int32) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(ps)))
+	for _, p := range ps {
+		b = binary.BigEndian.AppendUint32(b, uint32(p))
+	}
+	return b
+}
+
+// decode reads user data encode wrote; false for anything else, which Plan
+// takes as a member without previous partitions: the assignment stays
+// correct, only less sticky.
+func decode(b []byte) (userData, bool) {
+	if len(b) < 5 || (b[0] != userDataV1 && b[0] != userDataV2) {
+		return userData{}, false
+	}
+	v2 := b[0] == userDataV2
+	r := reader{b: b[5:]}
+	d := userData{generation: int32(binary.BigEndian.Uint32(b[1:])), partitions: r.list()}
+	if v2 {
+		d.host = r.str()
+		d.standbys, d.warmups, d.caughtUp = r.list(), r.list(), r.list()
+	}
+	if r.bad || len(r.b) != 0 {
+		return userData{}, false
+	}
+	return d, true
+}
+
+// reader reads encode's fields; bad once one did not fit.
+type reader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *reader) list() []int32 {
+	if r.bad || len(r.b) < 4 {
+		r.bad = true
+		return nil
+	}
+	n := binary.BigEndian.Uint32(r.b)
+	r.b = r.b[4:]
+	if uint64(len(r.b)) < 4*uint64(n) {
+		r.bad = true
+		return nil
+	}
+	ps := make([]int32, n)
+	for i := range ps {
+		ps[i] = int32(binary.BigEndian.Uint32(r.b[4*i:]))
+	}
+	r.b = r.b[4*n:]
+	return ps
+}
+
+func (r *reader) str() string {
+	if r.bad || len(r.b) < 2 {
+		r.bad = true
+		return ""
+	}
+	n := int(binary.BigEndian.Uint16(r.b))
+	if len(r.b) < 2+n {
+		r.bad = true
+		return ""
+	}
+	s := string(r.b[2 : 2+n])
+	r.b = r.b[2+n:]
+	return s
+}

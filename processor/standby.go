@@ -1,0 +1,278 @@
+package processor
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dedupkit/dedup/internal/kafkautil"
+)
+
+// Standby replicas (Config.StandbyReplicas) are copies of other members'
+// table partitions, kept up to date by tailing their changelogs. Without
+// them a partition that changes owner is restored from the whole changelog
+// before it processes again: about 25 s for 830k seen IDs on a 2-core
+// machine. With them:
+//
+//   - the group's leader places the standbys (internal/assign): never on
+//     the owner's process, first where a copy is already, then where
+//     there are fewest; a partition whose owner left goes to a member whose
+//     standby has caught up, which restores only the tail;
+//   - a partition that must move from a live member (one joined) stays
+//     with it until the new owner's warm-up standby has caught up: the new
+//     owner then joins again (watchWarmups), its subscription saying so,
+//     and the leader moves the partition in that rebalance;
+//   - a member keeps the store of a partition it loses as that partition's
+//     standby when the plan says so, and a standby's store becomes the
+//     owner's store without being closed (standbyTasks.take).
+//
+// A standby reads read_committed up to the last stable offset, so it holds
+// only committed records, as an owner's store does: the takeover's restore
+// starts at the offset it recorded, as after a restart.
+
+// MaxStandbyReplicas bounds Config.StandbyReplicas: each copy costs an
+// instance the disk and about the memory of an owned partition.
+const MaxStandbyReplicas = 3
+
+const (
+	// acceptableLag is how far behind its changelog a standby may be and
+	// count as caught up: a takeover then reads at most that many records
+	// (a tenth of a second here). Kafka Streams' acceptable.recovery.lag
+	// has the same default.
+	acceptableLag = 10_000
+	// tailInterval is how often a caught-up standby looks for new records.
+	tailInterval = 250 * time.Millisecond
+	// probeInterval is the least time between two warm-up rejoins of one
+	// member, should the leader not move the caught-up partitions.
+	probeInterval = 10 * time.Second
+)
+
+// standbyTasks are the standbys of one Processor's members, by partition.
+// A member's Setup reconciles its own with its assignment; a restore takes
+// the store of a standby whose partition the member now owns.
+type standbyTasks struct {
+	mu    sync.Mutex
+	tasks map[int32]*standbyTask
+}
+
+// standbyTask tails one partition's changelog into its store.
+type standbyTask struct {
+	p      int32
+	by     *member // whose assignment holds it
+	cancel context.CancelFunc
+	done   chan struct{}
+	// store is the task goroutine's until done is closed, then the
+	// stopper's; nil when it could not be opened.
+	store *store
+	// lag is how far behind the last stable offset the store was at the
+	// start of the latest catch-up; -1 before the first.
+	lag atomic.Int64
+}
+
+// held is what m reports in its subscription: its standbys and those
+// caught up.
+func (st *standbyTasks) held(m *member) (standbys, caughtUp []int32) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for p, t := range st.tasks {
+		if t.by != m {
+			continue
+		}
+		standbys = append(standbys, p)
+		if l := t.lag.Load(); l >= 0 && l <= acceptableLag {
+			caughtUp = append(caughtUp, p)
+		}
+	}
+	slices.Sort(standbys)
+	slices.Sort(caughtUp)
+	return standbys, caughtUp
+}
+
+// caughtUp reports whether every partition of ps has a caught-up standby.
+func (st *standbyTasks) caughtUp(ps []int32) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, p := range ps {
+		t := st.tasks[p]
+		if t == nil {
+			return false
+		}
+		if l := t.lag.Load(); l < 0 || l > acceptableLag {
+			return false
+		}
+	}
+	return true
+}
+
+// reconcile makes m's standbys those of want. A standby m no longer holds
+// is stopped: its store is kept for m when m now owns the partition
+// (claimed), else closed. A new standby starts from the store m kept of a
+// partition it owned, else from disk.
+func (st *standbyTasks) reconcile(m *member, want, claimed []int32) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.tasks == nil {
+		st.tasks = map[int32]*standbyTask{}
+	}
+	var stopped []*standbyTask
+	for p, t := range st.tasks {
+		if t.by == m && !slices.Contains(want, p) {
+			t.cancel()
+			stopped = append(stopped, t)
+			delete(st.tasks, p)
+		}
+	}
+	for _, t := range stopped {
+		<-t.done
+		switch {
+		case t.store == nil:
+		case slices.Contains(claimed, t.p):
+			m.kept.put(m, t.p, t.store)
+		default:
+			m.closeStore(t.p, t.store)
+		}
+	}
+	for _, p := range want {
+		if t := st.tasks[p]; t != nil {
+			t.by = m // another member of this process held it
+			continue
+		}
+		kept := m.kept.take(p)
+		if kept != nil {
+			// Its owner until now: the partition is not its own any more.
+			m.hooks.PartitionRevoked(p)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		t := &standbyTask{p: p, by: m, cancel: cancel, done: make(chan struct{}), store: kept}
+		t.lag.Store(-1)
+		st.tasks[p] = t
+		go m.tail(ctx, t)
+	}
+}
+
+// take stops partition p's standby and returns its store for the member
+// that now owns p; nil when there is none.
+func (st *standbyTasks) take(p int32) *store {
+	st.mu.Lock()
+	t := st.tasks[p]
+	delete(st.tasks, p)
+	st.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	t.cancel()
+	<-t.done
+	return t.store
+}
+
+// closeAll stops m's standbys and closes their stores, when m stops.
+func (st *standbyTasks) closeAll(m *member) {
+	st.reconcile(m, nil, nil)
+}
+
+// tail opens (unless kept) and follows partition t.p's changelog until
+// ctx ends. A failure is retried after a second; a store found damaged is
+// deleted and started again.
+func (m *member) tail(ctx context.Context, t *standbyTask) {
+	defer close(t.done)
+	caughtUp := false
+	for ctx.Err() == nil {
+		if t.store == nil {
+			path := TablePath(m.cfg.StateDir, m.tableTopic, t.p)
+			s, damage, err := openOrWipe(path, seenExpiry)
+			if damage != nil {
+				m.log.Error("standby table store damaged, deleted it to restore it from the changelog",
+					"partition", t.p, "path", path, "err", damage)
+			}
+			if err != nil {
+				m.log.Warn("opening standby table store failed, retrying", "partition", t.p, "err", err)
+				sleep(ctx, time.Second)
+				continue
+			}
+			t.store = s
+		}
+		lag, n, err := m.catchUp(ctx, t.p, t.store)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			t.store.noteCorrupt(err)
+			if t.store.corrupt.Load() {
+				m.closeStore(t.p, t.store)
+				t.store = nil
+			}
+			m.log.Warn("standby of a table partition failed, retrying", "partition", t.p, "err", err)
+			sleep(ctx, time.Second)
+			continue
+		}
+		t.lag.Store(lag)
+		if !caughtUp && lag <= acceptableLag {
+			caughtUp = true
+			m.log.Info("standby caught up", "partition", t.p, "entries", t.store.entries, "records", n)
+		}
+		if lag <= acceptableLag {
+			sleep(ctx, tailInterval)
+		}
+	}
+}
+
+// catchUp applies partition p's committed changelog records from the
+// offset s recorded up to the last stable offset, and returns how far
+// behind that was (lag) and the records read. A stored offset below the
+// log start (deleted by retention or by hand) restarts from the start.
+func (m *member) catchUp(ctx context.Context, p int32, s *store) (lag, n int64, err error) {
+	start, lso, err := kafkautil.Bounds(m.client, m.tableTopic, p)
+	if err != nil {
+		return 0, 0, err
+	}
+	from, err := s.ChangelogNext()
+	if err != nil {
+		return 0, 0, err
+	}
+	if from < 0 {
+		from = start
+	}
+	if from < start {
+		if err := s.Wipe(); err != nil {
+			return 0, 0, err
+		}
+		from = start
+	}
+	if from >= lso {
+		return 0, 0, nil
+	}
+	n, err = m.readChangelog(ctx, p, s, from, lso, nil)
+	return lso - from, n, err
+}
+
+// watchWarmups rejoins the group once every warm-up standby of the session
+// has caught up, so that the leader moves those partitions here (see the
+// top of this file). It belongs to the session, like the restores.
+func (m *member) watchWarmups(sess interface{ Context() context.Context }, warmups []int32) {
+	if len(warmups) == 0 {
+		return
+	}
+	rejoin := m.cancelSession
+	m.restoring.Add(1)
+	go func() {
+		defer m.restoring.Done()
+		tick := time.NewTicker(tailInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-sess.Context().Done():
+				return
+			case <-tick.C:
+			}
+			if !m.standby.caughtUp(warmups) || time.Since(time.Unix(0, m.lastProbe.Load())) < probeInterval {
+				continue
+			}
+			m.lastProbe.Store(time.Now().UnixNano())
+			m.log.Info("warm-up standbys caught up: rejoining so that the group's leader hands them over", "partitions", warmups)
+			rejoin()
+			return
+		}
+	}()
+}
