@@ -86,7 +86,7 @@ func TestMeasureEvent(t *testing.T) {
 				at(4, "Stable", abc, rest, [4]int64{160, 125, 160, 160}),
 			quiet: 0.6, victim: "a", want: abc, ok: true, gap: 4 * time.Second, settled: 0.7,
 			pause: 3300 * time.Millisecond, // p1 from 0.7 s to 4 s
-			stall: 2 * time.Second, // p2 and p3 from 1 s to 3 s
+			stall: 2 * time.Second,         // p2 and p3 from 1 s to 3 s
 		},
 		{
 			name: "a partition with nothing waiting does not stall",

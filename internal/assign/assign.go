@@ -196,4 +196,3 @@ func ranges(ids []string, partitions []int32) map[string][]int32 {
 	}
 	return owned
 }
-
