@@ -182,3 +182,20 @@ func scrape(t *testing.T, reg *prometheus.Registry) string {
 	}
 	return string(b)
 }
+
+// A standby's lag is exported while the instance holds the standby and
+// dropped when it stops holding it (records < 0).
+func TestStandbyLagSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r := NewRuntime(reg, New(reg, "g1"), "g1")
+	r.StandbyLag(4, 120)
+	r.StandbyLag(5, 0)
+	r.StandbyLag(5, -1)
+	body := scrape(t, reg)
+	if !strings.Contains(body, `dedup_standby_lag_records{group="g1",partition="4"} 120`) {
+		t.Errorf("/metrics lacks partition 4's standby lag:\n%s", body)
+	}
+	if strings.Contains(body, `dedup_standby_lag_records{group="g1",partition="5"`) {
+		t.Error("/metrics still has partition 5's standby lag after it was dropped")
+	}
+}

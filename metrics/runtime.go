@@ -24,6 +24,7 @@ type Runtime struct {
 	swept           prometheus.Counter
 	restoreRemainig *prometheus.GaugeVec
 	filterBytes     *prometheus.GaugeVec
+	standbyLag      *prometheus.GaugeVec
 	rebalanceTook   prometheus.Histogram
 }
 
@@ -58,13 +59,16 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 			Help: "Changelog records left to restore, by partition.", ConstLabels: labels}, []string{"partition"}),
 		filterBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dedup", Name: "table_filter_bytes",
 			Help: "Memory of the in-memory filter of a partition's table keys, by partition.", ConstLabels: labels}, []string{"partition"}),
+		standbyLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "dedup", Name: "standby_lag_records",
+			Help: "Changelog records a standby replica of a partition this instance does not own was behind at its latest " +
+				"catch-up (--standby-replicas), by partition; a takeover restores about that many.", ConstLabels: labels}, []string{"partition"}),
 		rebalanceTook: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "dedup", Name: "rebalance_duration_seconds",
 			Help: "From a member's stop (its first join, or the end of its previous session: revoked, aborted or failed) " +
 				"until every partition it claimed is restored (partitions restored earlier process meanwhile).",
 			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}),
 	}
 	reg.MustRegister(r.swept, r.committed, r.stalls, r.txnRecords, r.fencings, r.deadFenced, r.rebalances, r.restored, r.aborted, r.commitSeconds,
-		r.restoreRemainig, r.filterBytes, r.rebalanceTook, r.tableOpens)
+		r.restoreRemainig, r.filterBytes, r.standbyLag, r.rebalanceTook, r.tableOpens)
 	// At 0 from the start, so that the first abort is an increase() an
 	// alert sees and a dashboard's query finds the series before any abort.
 	for _, reason := range []string{"fenced", "error", "interrupted"} {
@@ -109,4 +113,13 @@ func (r *Runtime) TableOpened(_ int32, kept bool) {
 func (r *Runtime) RestoreProgress(partition int32, restored, remaining int64) {
 	r.restored.Add(float64(restored))
 	r.restoreRemainig.WithLabelValues(strconv.Itoa(int(partition))).Set(float64(remaining))
+}
+
+func (r *Runtime) StandbyLag(partition int32, records int64) {
+	label := strconv.Itoa(int(partition))
+	if records < 0 {
+		r.standbyLag.DeleteLabelValues(label)
+		return
+	}
+	r.standbyLag.WithLabelValues(label).Set(float64(records))
 }

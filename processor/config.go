@@ -249,6 +249,11 @@ type Hooks interface {
 	// for it is another member's to report now, so per-partition series
 	// should be dropped, not left at their last value to be summed twice.
 	PartitionRevoked(partition int32)
+	// StandbyLag is how far a standby replica of a partition the member
+	// does not own is behind the changelog's last stable offset, after
+	// each catch-up (standby.go); records < 0: the member no longer holds
+	// that standby.
+	StandbyLag(partition int32, records int64)
 }
 
 // NopHooks ignores everything.
@@ -268,6 +273,7 @@ func (NopHooks) TableSize(int32, int64)              {}
 func (NopHooks) KeyFilterBytes(int32, int)           {}
 func (NopHooks) Swept(int32, int)                    {}
 func (NopHooks) PartitionRevoked(int32)              {}
+func (NopHooks) StandbyLag(int32, int64)             {}
 
 // ValidateInstanceID reports an InstanceID that cannot name a transactional
 // ID and a static group member ("" is valid: the one kept in StateDir).

@@ -126,6 +126,7 @@ func (st *standbyTasks) reconcile(m *member, want, claimed []int32) {
 	}
 	for _, t := range stopped {
 		<-t.done
+		m.hooks.StandbyLag(t.p, -1)
 		switch {
 		case t.store == nil:
 		case slices.Contains(claimed, t.p):
@@ -158,12 +159,17 @@ func (st *standbyTasks) take(p int32) *store {
 	st.mu.Lock()
 	t := st.tasks[p]
 	delete(st.tasks, p)
+	var by *member
+	if t != nil {
+		by = t.by
+	}
 	st.mu.Unlock()
 	if t == nil {
 		return nil
 	}
 	t.cancel()
 	<-t.done
+	by.hooks.StandbyLag(p, -1)
 	return t.store
 }
 
@@ -208,6 +214,7 @@ func (m *member) tail(ctx context.Context, t *standbyTask) {
 			continue
 		}
 		t.lag.Store(lag)
+		m.hooks.StandbyLag(t.p, lag)
 		if !caughtUp && lag <= acceptableLag {
 			caughtUp = true
 			m.log.Info("standby caught up", "partition", t.p, "entries", t.store.entries, "records", n)

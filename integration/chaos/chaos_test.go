@@ -189,6 +189,7 @@ func TestFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--dup-rate", "1.5"}, "--dup-rate: 1.5 is not in 0..1"},
+		{[]string{"--standby-replicas", "4"}, "--standby-replicas: 4: want 0 to 3"},
 		{[]string{"--brokers", "localhost:9092"}, "--broker-kills: 2 broker kills need the driver's own 3-node cluster"},
 		{[]string{"--bad-kinds", "not-json,bogus"}, `--bad-kinds: "bogus" is not one of`},
 		{[]string{"--kafka-port", "9092"}, "--kafka-port: 9092 is the default broker"},

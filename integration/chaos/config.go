@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dedupkit/dedup/internal/netfault"
+	"github.com/dedupkit/dedup/processor"
 )
 
 // Guarantees the worker offers (its --guarantee values).
@@ -57,6 +58,10 @@ type Config struct {
 	ProxyRoutes    []netfault.Route
 	Wipes          int // SIGKILL, delete the state dir, restart
 	SessionTimeout time.Duration
+	// StandbyReplicas is the exactly-once workers' --standby-replicas: on
+	// by default, so the takeovers the faults cause go through standbys
+	// and warm-ups.
+	StandbyReplicas int
 
 	Guarantees   []string // scenarios to run, in order; the first is asserted if exactly-once
 	RunDir       string
@@ -71,7 +76,7 @@ func fullConfig() Config {
 		Events: 500_000, DupRate: 0.2, LateShare: 0.5, Bad: 5_000, BadKinds: allBadKinds(),
 		Partitions: 12, Aggregates: 20_000, Rate: 1_000,
 		Instances: 3, Kills: 30, ScaleSteps: 5, BrokerKills: 2, BrokerDown: 20 * time.Second,
-		Zombies: 1, NetPartitions: 2, Wipes: 1, SessionTimeout: 3 * time.Second,
+		Zombies: 1, NetPartitions: 2, Wipes: 1, SessionTimeout: 3 * time.Second, StandbyReplicas: 1,
 		Guarantees: []string{exactlyOnce, bestEffort}, RunDir: ".chaos",
 		DrainTimeout: 15 * time.Minute,
 	}
@@ -143,6 +148,7 @@ func parseFlags(args []string) (Config, error) {
 		return err
 	})
 	fs.IntVar(&cfg.Wipes, "wipes", cfg.Wipes, "instances restarted with their state dir deleted")
+	fs.IntVar(&cfg.StandbyReplicas, "standby-replicas", cfg.StandbyReplicas, "the exactly-once workers' --standby-replicas")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", cfg.SessionTimeout, "the exactly-once workers' --session-timeout (best-effort runs with goka's 10s)")
 	fs.Func("guarantees", "scenarios to run in order (default exactly-once,best-effort for full)", func(s string) error {
 		cfg.Guarantees = splitList(s)
@@ -243,6 +249,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BrokerKills > 0 && c.BrokerDown < time.Second {
 		bad("broker-down", "%v: at least 1s", c.BrokerDown)
+	}
+	if c.StandbyReplicas < 0 || c.StandbyReplicas > processor.MaxStandbyReplicas {
+		bad("standby-replicas", "%d: want 0 to %d", c.StandbyReplicas, processor.MaxStandbyReplicas)
 	}
 	if c.SessionTimeout < time.Second {
 		bad("session-timeout", "%v: at least 1s", c.SessionTimeout)

@@ -72,7 +72,8 @@ func runScenario(ctx context.Context, cfg *Config, cl *cluster, px *netfault.Pro
 	args := []string{"--brokers", strings.Join(cl.brokers, ","), "--group", s.group, "--input", s.input,
 		"--output", s.output, "--guarantee", mode}
 	if mode == exactlyOnce { // goka's runtime keeps its 10 s (the worker refuses another)
-		args = append(args, "--session-timeout", cfg.SessionTimeout.String())
+		args = append(args, "--session-timeout", cfg.SessionTimeout.String(),
+			"--standby-replicas", fmt.Sprint(cfg.StandbyReplicas))
 	}
 	fl := newFleet(bin, s.dir, cfg.Instances, args, s.logf)
 	s.logf("topics %s -> %s, dead letters %s, group %s; %d instances", s.input, s.output, s.dlq(), s.group, cfg.Instances)
