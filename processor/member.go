@@ -72,6 +72,7 @@ type member struct {
 	standby   *standbyTasks
 	strategy  *assign.Member
 	lastProbe atomic.Int64
+	owned     atomic.Int32 // partitions claimed in the current session
 	// restores are the session's restores by partition, made by Setup and
 	// read-only until Cleanup; restoring counts their goroutines.
 	restores  map[int32]*partitionRestore

@@ -101,7 +101,7 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	kept := &keptStores{}
 	var standby *standbyTasks
 	if cfg.StandbyReplicas > 0 {
-		standby = &standbyTasks{}
+		standby = newStandbyTasks()
 	}
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)

@@ -88,6 +88,7 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	// stops while the tables are restored (health.go).
 	m.health.restoring(time.Now(), sess.Claims())
 	claimed := claimedPartitions(sess.Claims())
+	m.owned.Store(int32(len(claimed)))
 	if m.standby != nil {
 		standbys, warmups := m.strategy.Assigned()
 		m.standby.reconcile(m, standbys, claimed)

@@ -55,6 +55,13 @@ const (
 type standbyTasks struct {
 	mu    sync.Mutex
 	tasks map[int32]*standbyTask
+	// bulk lets one standby at a time read more than acceptableLag
+	// records (a new standby, or one that fell behind), see catchUp.
+	bulk chan struct{}
+}
+
+func newStandbyTasks() *standbyTasks {
+	return &standbyTasks{tasks: map[int32]*standbyTask{}, bulk: make(chan struct{}, 1)}
 }
 
 // standbyTask tails one partition's changelog into its store.
@@ -113,9 +120,6 @@ func (st *standbyTasks) caughtUp(ps []int32) bool {
 func (st *standbyTasks) reconcile(m *member, want, claimed []int32) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.tasks == nil {
-		st.tasks = map[int32]*standbyTask{}
-	}
 	var stopped []*standbyTask
 	for p, t := range st.tasks {
 		if t.by == m && !slices.Contains(want, p) {
@@ -250,8 +254,32 @@ func (m *member) catchUp(ctx context.Context, p int32, s *store) (lag, n int64, 
 	if from >= lso {
 		return 0, 0, nil
 	}
-	n, err = m.readChangelog(ctx, p, s, from, lso, nil)
-	return lso - from, n, err
+	lag = lso - from
+	if lag <= acceptableLag {
+		n, err = m.readChangelog(ctx, p, s, from, lso, nil)
+		return lag, n, err
+	}
+	// A bulk read competes for the CPU with processing: a worker that
+	// lost a peer at 10M seen IDs got new standbys of 830k records each
+	// and its partitions, the ones it had just taken over too, stalled
+	// for 17-22 s while all of them read at once. So one bulk read at a
+	// time per process and, while the member owns partitions, a rest
+	// after each chunk as long as the chunk took: at most half a core.
+	// A member warming up with nothing to process reads at full speed.
+	select {
+	case m.standby.bulk <- struct{}{}:
+		defer func() { <-m.standby.bulk }()
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	}
+	last := time.Now()
+	n, err = m.readChangelog(ctx, p, s, from, lso, func(int64, int64) {
+		if m.owned.Load() > 0 {
+			sleep(ctx, time.Since(last))
+		}
+		last = time.Now()
+	})
+	return lag, n, err
 }
 
 // watchWarmups rejoins the group once every warm-up standby of the session
