@@ -235,7 +235,7 @@ type Hooks interface {
 	// partition's table: kept, the store the member kept open from its
 	// previous session (no reopen, no key filter scan: only the changelog's
 	// tail is read); otherwise opened from the state dir, which scans every
-	// stored key.
+	// stored key for the key filter, in the background.
 	TableOpened(partition int32, kept bool)
 	RestoreProgress(partition int32, restored, remaining int64)
 	TableSize(partition int32, entries int64)

@@ -36,16 +36,17 @@
 // stopped (nothing uncommitted is in them), and Setup closes only those of
 // partitions it did not get. Setup starts one restore per claimed partition,
 // a few at once, and returns. A restore takes the kept store, or opens the
-// partition's LevelDB store (a scan of every stored key for the key filter),
-// and reads the changelog read_committed from the offset the store recorded
-// up to the log end: for a kept store that is nothing, or what another
-// member committed while this one was cut off. A store whose recorded offset
-// is outside the log is wiped and restored from the start; a damaged store
-// is deleted and restored (store_corrupt.go). A restored table is handed to
-// the loop, and only then do the partition's claims hand it records:
-// nothing is judged against a partial table, no offset of a partition still
-// restoring is committed, and the other partitions process meanwhile. A
-// failed restore ends the session (a disk error stops the member).
+// partition's LevelDB store (its key filter is built by a scan of every
+// stored key, in the background), and reads the changelog read_committed
+// from the offset the store recorded up to the log end: for a kept store
+// that is nothing, or what another member committed while this one was cut
+// off. A store whose recorded offset is outside the log is wiped and
+// restored from the start; a damaged store is deleted and restored
+// (store_corrupt.go). A restored table is handed to the loop, and only then
+// do the partition's claims hand it records: nothing is judged against a
+// partial table, no offset of a partition still restoring is committed, and
+// the other partitions process meanwhile. A failed restore ends the session
+// (a disk error stops the member).
 //
 // The read waits for an open transaction below the log end to be decided.
 // One left open by an instance that died is aborted by the group's leader

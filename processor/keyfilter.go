@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -9,6 +10,8 @@ import (
 	"github.com/syndtr/goleveldb/leveldb"
 	"github.com/syndtr/goleveldb/leveldb/opt"
 	"github.com/syndtr/goleveldb/leveldb/util"
+
+	"github.com/dedupkit/dedup/internal/leveldbx"
 )
 
 // keyFilter is a Bloom filter over the keys of one partition store, kept in
@@ -24,7 +27,8 @@ import (
 // LevelDB's data range has been added (keyfilter_test.go checks it against
 // LevelDB), so a wrong "absent" cannot happen; a wrong "maybe" costs one
 // LevelDB lookup. Deleted keys stay in until the filter is rebuilt. A nil
-// filter answers "maybe" for every key.
+// filter answers "maybe" for every key: a store has none until the scan
+// that builds its first one, in the background after the open, ended.
 type keyFilter struct {
 	seed     maphash.Seed
 	bits     []uint64
@@ -90,6 +94,16 @@ func (f *keyFilter) size() int {
 	return 8 * len(f.bits)
 }
 
+// keyFilterBytes is the memory of the store's key filters, a build's
+// included: it is allocated when the build starts.
+func (s *store) keyFilterBytes() int {
+	n := s.keys.size()
+	if s.rebuild != nil {
+		n += s.rebuild.f.size()
+	}
+	return n
+}
+
 // full reports whether more keys were added than the filter was sized for.
 func (f *keyFilter) full() bool { return f == nil || f.added > f.capacity }
 
@@ -97,18 +111,30 @@ func (f *keyFilter) full() bool { return f == nil || f.added > f.capacity }
 func filterCapacity(n int64) int { return int(2 * max(n, filterMinKeys/2)) }
 
 // buildKeyFilter adds every data key of r (a DB or a snapshot of one) to a
-// new filter of the given capacity. stop, when closed, ends it early with
-// errFilterStopped. The scan does not fill the block cache: it would evict
-// the blocks processing reads for blocks it reads once.
-func buildKeyFilter(r leveldb.Reader, capacity int, stop <-chan struct{}) (*keyFilter, error) {
+// new filter of the given capacity.
+func buildKeyFilter(r leveldb.Reader, capacity int) (*keyFilter, error) {
 	f := newKeyFilter(capacity)
-	it := r.NewIterator(util.BytesPrefix([]byte{prefixData}), &opt.ReadOptions{DontFillCache: true})
+	if _, err := scanKeys(r, f, nil, nil); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// scanKeys adds the data keys of r from data key from on (nil: the first)
+// to f. stop, when closed, ends it early with errFilterStopped and next, the
+// data key to go on from. The scan does not fill the block cache: it would
+// evict the blocks processing reads for blocks it reads once.
+func scanKeys(r leveldb.Reader, f *keyFilter, from []byte, stop <-chan struct{}) (next []byte, err error) {
+	if from == nil {
+		from = []byte{prefixData}
+	}
+	it := r.NewIterator(&util.Range{Start: from, Limit: []byte{prefixData + 1}}, &opt.ReadOptions{DontFillCache: true})
 	defer it.Release()
 	for n := 0; it.Next(); n++ {
 		if n%4096 == 0 && stop != nil {
 			select {
 			case <-stop:
-				return nil, errFilterStopped
+				return bytes.Clone(it.Key()), errFilterStopped
 			default:
 			}
 		}
@@ -117,49 +143,77 @@ func buildKeyFilter(r leveldb.Reader, capacity int, stop <-chan struct{}) (*keyF
 	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("build key filter: %w", err)
 	}
-	return f, nil
+	return nil, nil
 }
 
 var errFilterStopped = errors.New("key filter build stopped")
 
-// filterBuild is a rebuild running on a snapshot, off the processing loop.
-// Keys the store applies meanwhile are not in the snapshot: they are kept in
-// pending and added to the new filter when it is swapped in.
+// filterBuild is a scan filling a key filter on a snapshot, off the
+// processing loop: a store's first filter, or a bigger one replacing it.
+// Keys the store applies meanwhile may not be in the snapshot: they are kept
+// in pending and added to the filter when it is swapped in.
 type filterBuild struct {
+	f       *keyFilter // the scan's until done
+	stored  int64      // stored keys when it started: f holds them when done
 	stop    chan struct{}
 	done    chan filterResult
 	pending []string
 }
 
 type filterResult struct {
-	f   *keyFilter
-	err error
+	err  error
+	next []byte // where a stopped scan would go on
 }
 
-// startFilterBuild snapshots db and scans it in a goroutine. The caller
-// owns the build: it must either take its result or stop it.
-func startFilterBuild(db *leveldb.DB, capacity int) (*filterBuild, error) {
+// startFilterBuild snapshots db and scans it from data key from into f in a
+// goroutine, which calls failed with the error of a scan that failed. The
+// caller owns the build: it must either take its result or stop it.
+func startFilterBuild(db *leveldb.DB, f *keyFilter, from []byte, failed func(error)) (*filterBuild, error) {
 	snap, err := db.GetSnapshot()
 	if err != nil {
 		return nil, fmt.Errorf("key filter snapshot: %w", err)
 	}
-	b := &filterBuild{stop: make(chan struct{}), done: make(chan filterResult, 1)}
+	b := &filterBuild{f: f, stop: make(chan struct{}), done: make(chan filterResult, 1)}
 	go func() {
-		f, err := buildKeyFilter(snap, capacity, b.stop)
+		next, err := scanKeys(snap, f, from, b.stop)
 		snap.Release() // before done: the owner may close the DB next
-		b.done <- filterResult{f, err}
+		if err != nil && err != errFilterStopped {
+			failed(err)
+		}
+		b.done <- filterResult{err, next}
 	}()
 	return b, nil
 }
 
-// cancel stops the build and waits for its goroutine.
-func (b *filterBuild) cancel() {
+// halt stops the build and waits for its goroutine; it may have finished
+// or failed first.
+func (b *filterBuild) halt() filterResult {
 	close(b.stop)
-	<-b.done
+	return <-b.done
 }
 
-// addKey adds a key being written to the filter, and to the rebuild's
-// pending keys: the rebuild's snapshot may predate it.
+// startKeysBuild starts a scan of the store into f from data key from (nil:
+// the first) as s.rebuild. A failed scan of the store's first filter, and
+// damage found by any scan, fail the store (keysErr): without a filter
+// every key would have to be looked up, and a damaged store must end the
+// session to be deleted and restored (store_corrupt.go).
+func (s *store) startKeysBuild(f *keyFilter, from []byte) error {
+	first := s.keys == nil
+	b, err := startFilterBuild(s.db, f, from, func(err error) {
+		if first || leveldbx.Corrupted(err) {
+			s.failKeys(fmt.Errorf("table store %s: %w", s.path, err))
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("table store %s: %w", s.path, err)
+	}
+	b.stored = s.entries
+	s.rebuild = b
+	return nil
+}
+
+// addKey adds a key being written to the filter, and to the build's pending
+// keys: the build's snapshot may predate it.
 func (s *store) addKey(k string) {
 	if s.keys != nil {
 		s.keys.add(k)
@@ -169,59 +223,109 @@ func (s *store) addKey(k string) {
 	}
 }
 
-// maintainKeys swaps in a finished rebuild of the key filter, or starts one
+// maintainKeys swaps in a finished build of the key filter, or starts one
 // when the filter holds more keys than it was sized for: because the table
 // grew, or because keys were deleted and added since it was built. The scan
 // runs on a snapshot in a goroutine, so processing never waits for it; the
-// old filter answers meanwhile (a little more often "maybe").
+// old filter, or none while the first one is built, answers meanwhile (more
+// often "maybe").
 func (s *store) maintainKeys() {
 	if b := s.rebuild; b != nil {
 		select {
 		case r := <-b.done:
 			s.rebuild = nil
-			if r.err != nil {
-				// The old filter still holds every key; try again after
-				// as many keys again.
-				s.keys.capacity = 2 * s.keys.added
-				return
-			}
-			for _, k := range b.pending {
-				r.f.add(k)
-			}
-			s.keys = r.f
+			s.takeBuild(b, r)
 		default:
 		}
 		return
 	}
-	if !s.keys.full() {
+	if s.keys == nil || !s.keys.full() { // nil: the first build failed (keysErr), or a reopen
 		return
 	}
-	if b, err := startFilterBuild(s.db, filterCapacity(s.entries)); err == nil {
-		s.rebuild = b
+	s.startKeysBuild(newKeyFilter(filterCapacity(s.entries)), nil) // on error the old filter stays
+}
+
+// takeBuild ends build b, which reported r and is no longer s.rebuild.
+func (s *store) takeBuild(b *filterBuild, r filterResult) {
+	switch {
+	case r.err == nil:
+		for _, k := range b.pending {
+			b.f.add(k)
+		}
+		s.keys = b.f
+	case s.keys != nil:
+		// The old filter still holds every key; try again after as many
+		// keys again.
+		s.keys.capacity = 2 * s.keys.added
 	}
 }
 
 // reserveKeys makes the filter big enough for n more keys, so that a restore
 // does not rebuild it over and over while the table grows. It scans the
-// stored keys once, in the caller's goroutine, unless the filter has room:
-// a kept store's restore of a short tail must not scan them (a background
-// rebuild may go on; it takes the restored keys as pending).
+// stored keys once, in the caller's goroutine, unless the filter, or the
+// first one being built, has room: the restore of a short tail must not
+// scan them (a build in flight takes the restored keys as pending; it
+// holds only those the restore writes until it ends, since the restore's
+// Apply swaps it in then).
 func (s *store) reserveKeys(n int64) error {
+	if err := s.keysErr(); err != nil {
+		return err
+	}
 	if s.keys != nil && int64(s.keys.capacity-s.keys.added) >= n {
 		return nil
 	}
+	if b := s.rebuild; s.keys == nil && b != nil && int64(b.f.capacity)-b.stored-int64(len(b.pending)) >= n {
+		return nil
+	}
 	s.stopRebuild()
-	f, err := buildKeyFilter(s.db, filterCapacity(s.entries+n), nil)
+	f, err := buildKeyFilter(s.db, filterCapacity(s.entries+n))
 	if err != nil {
-		return fmt.Errorf("table store %s: %w", s.path, err)
+		return s.noteCorrupt(fmt.Errorf("table store %s: %w", s.path, err))
 	}
 	s.keys = f
 	return nil
 }
 
+// stopRebuild stops a build, dropping its work.
 func (s *store) stopRebuild() {
 	if s.rebuild != nil {
-		s.rebuild.cancel()
+		s.rebuild.halt()
 		s.rebuild = nil
 	}
+}
+
+// pauseBuild stops a build so that the DB can be closed, and returns what
+// resumeBuild needs to go on where it stopped; nil when there is nothing to
+// go on with (no build, or it ended first).
+func (s *store) pauseBuild() *pausedBuild {
+	b := s.rebuild
+	if b == nil {
+		return nil
+	}
+	s.rebuild = nil
+	r := b.halt()
+	if r.err != errFilterStopped {
+		s.takeBuild(b, r)
+		return nil
+	}
+	return &pausedBuild{b: b, next: r.next}
+}
+
+type pausedBuild struct {
+	b    *filterBuild
+	next []byte
+}
+
+// resumeBuild goes on with a paused build on the store's DB, which holds
+// everything the paused one's snapshot held: the keys it scanned stay in its
+// filter, and those the store applied since it started stay pending.
+func (s *store) resumeBuild(p *pausedBuild) error {
+	if p == nil {
+		return nil
+	}
+	if err := s.startKeysBuild(p.b.f, p.next); err != nil {
+		return err
+	}
+	s.rebuild.stored, s.rebuild.pending = p.b.stored, p.b.pending
+	return nil
 }

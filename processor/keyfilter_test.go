@@ -1,10 +1,15 @@
 package processor
 
 import (
+	"bytes"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
+	"github.com/syndtr/goleveldb/leveldb"
+	"github.com/syndtr/goleveldb/leveldb/iterator"
+	"github.com/syndtr/goleveldb/leveldb/opt"
 	"github.com/syndtr/goleveldb/leveldb/util"
 )
 
@@ -55,6 +60,9 @@ func TestKeyFilterHasNoFalseAbsent(t *testing.T) {
 // is in its key filter: the invariant that makes "absent" safe to trust.
 func requireFilterHoldsStore(t *testing.T, s *store) {
 	t.Helper()
+	if s.keys == nil {
+		t.Fatal("the store has no key filter")
+	}
 	it := s.db.NewIterator(util.BytesPrefix([]byte{prefixData}), nil)
 	defer it.Release()
 	n := 0
@@ -69,6 +77,22 @@ func requireFilterHoldsStore(t *testing.T, s *store) {
 	}
 }
 
+// awaitKeys waits for the store's key filter build to end and lets
+// maintainKeys take it, as the next Apply would.
+func awaitKeys(t *testing.T, s *store) {
+	t.Helper()
+	b := s.rebuild
+	if b == nil {
+		return
+	}
+	r := <-b.done
+	b.done <- r
+	s.maintainKeys()
+	if s.rebuild == b {
+		t.Fatal("maintainKeys did not take the finished build")
+	}
+}
+
 // TestStoreKeyFilterFollowsTheTable grows a store past its filter's size,
 // so that rebuilds run while transactions apply, deletes and re-adds keys,
 // reopens it and wipes it; at every step each stored key must be in the
@@ -79,6 +103,7 @@ func TestStoreKeyFilterFollowsTheTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { s.Close() }()
+	awaitKeys(t, s) // the first filter, of an empty store: not one of the rebuilds counted below
 	v := seenValue(t, time.Now().Add(time.Hour))
 	apply := func(from, to int, set bool) {
 		t.Helper()
@@ -110,16 +135,13 @@ func TestStoreKeyFilterFollowsTheTable(t *testing.T) {
 	// A rebuild in flight while keys are applied: they are not in its
 	// snapshot, so they must come in through its pending list.
 	s.stopRebuild()
-	b, err := startFilterBuild(s.db, filterCapacity(s.entries))
-	if err != nil {
+	if err := s.startKeysBuild(newKeyFilter(filterCapacity(s.entries)), nil); err != nil {
 		t.Fatal(err)
 	}
-	s.rebuild = b
+	b := s.rebuild
 	apply(100_000, 100_000+batch, true)
-	r := <-b.done // wait for the scan, then let maintainKeys take it
-	b.done <- r
-	s.maintainKeys()
-	if s.rebuild != nil || s.keys != r.f {
+	awaitKeys(t, s)
+	if s.rebuild != nil || s.keys != b.f {
 		t.Fatal("finished rebuild was not swapped in")
 	}
 	requireFilterHoldsStore(t, s)
@@ -139,6 +161,7 @@ func TestStoreKeyFilterFollowsTheTable(t *testing.T) {
 	if s, err = openStore(s.path, seenExpiry); err != nil {
 		t.Fatal(err)
 	}
+	awaitKeys(t, s)
 	requireFilterHoldsStore(t, s)
 	if got, _ := s.Get("k1500"); got == nil {
 		t.Fatal("k1500 not found after reopen")
@@ -159,6 +182,249 @@ func TestStoreKeyFilterFollowsTheTable(t *testing.T) {
 	}
 	if s.keys.added != 0 || s.keys.mayContain("k1500") {
 		t.Fatal("wiped store kept its filter")
+	}
+	requireFilterHoldsStore(t, s)
+}
+
+// Opening a store does not read its keys: its key filter is built by a scan
+// in the background, while lookups read LevelDB. Keys applied meanwhile are
+// not in the scan's snapshot and must come in through its pending list.
+func TestOpenBuildsTheKeyFilterInTheBackground(t *testing.T) {
+	const n = 20_000
+	s, err := openStore(storeOnDisk(t, n), seenExpiry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b := s.rebuild
+	if s.keys != nil || b == nil {
+		t.Fatalf("after open: key filter %p, build %p; want no filter and a build in flight", s.keys, b)
+	}
+	for _, i := range []int{0, n / 2, n - 1} {
+		if v, err := s.Get(fmt.Sprintf("id-%05d", i)); err != nil || v == nil {
+			t.Fatalf("Get(id-%05d) while the filter is built: %v, %v", i, v, err)
+		}
+	}
+	if v, err := s.Get("absent"); err != nil || v != nil {
+		t.Fatalf("Get(absent) while the filter is built: %q, %v", v, err)
+	}
+	s.Drop()
+
+	v := seenValue(t, time.Now().Add(time.Hour))
+	const applied = 1000
+	for i := range applied {
+		s.Set(fmt.Sprintf("new-%d", i), v)
+	}
+	if err := s.Apply(n + 1); err != nil {
+		t.Fatal(err)
+	}
+	awaitKeys(t, s)
+	if s.keys != b.f {
+		t.Fatal("the build's filter was not swapped in")
+	}
+	if len(b.pending) != applied {
+		t.Fatalf("%d keys pending in the build, want the %d applied while it ran", len(b.pending), applied)
+	}
+	requireFilterHoldsStore(t, s)
+	maybe := 0
+	for i := range 10_000 {
+		if s.keys.mayContain(fmt.Sprintf("other-%d", i)) {
+			maybe++
+		}
+	}
+	if maybe > 200 {
+		t.Fatalf("%d of 10000 never stored keys answered maybe: the filter does not filter", maybe)
+	}
+}
+
+// A restore into a store whose first filter is being built: a tail the
+// build has room for goes into its pending keys, without a scan of the
+// stored keys before the restore; more than that is worth a scan, which
+// reserveKeys does at once, into a filter sized for them.
+func TestReserveKeysWhileTheFirstFilterIsBuilt(t *testing.T) {
+	const n, tail = 20_000, 100
+	s, err := openStore(storeOnDisk(t, n), seenExpiry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b := s.rebuild
+	v := seenValue(t, time.Now().Add(time.Hour))
+	restore := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			s.Set(fmt.Sprintf("restored-%d", i), v)
+		}
+		if err := s.Apply(int64(n + to)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.reserveKeys(tail); err != nil {
+		t.Fatal(err)
+	}
+	if s.keys != nil || s.rebuild != b {
+		t.Fatalf("reserveKeys(%d) with the first filter being built: filter %p, build %p (was %p); want no scan", tail, s.keys, s.rebuild, b)
+	}
+	restore(0, tail)
+
+	// The build was sized for twice the stored keys; the tail took some
+	// of the room, whether the build is still pending or swapped in.
+	room := int64(filterCapacity(n) - n - tail)
+	if err := s.reserveKeys(room); err != nil {
+		t.Fatal(err)
+	}
+	if (s.keys != nil && s.keys != b.f) || (s.rebuild != nil && s.rebuild != b) {
+		t.Fatalf("reserveKeys(%d), the room left: filter %p, build %p; want build %p's", room, s.keys, s.rebuild, b)
+	}
+	if err := s.reserveKeys(room + 1); err != nil {
+		t.Fatal(err)
+	}
+	if s.keys == nil || s.keys == b.f || s.rebuild != nil || int64(s.keys.capacity) < n+tail+room+1 {
+		t.Fatalf("reserveKeys(%d), past the room: filter %p (build's %p), build %p; want a new filter scanned for them", room+1, s.keys, b.f, s.rebuild)
+	}
+	restore(tail, tail+int(room)+1)
+	if s.rebuild != nil {
+		t.Fatal("a rebuild started during a restore the filter was sized for")
+	}
+	requireFilterHoldsStore(t, s)
+}
+
+// Reopening a store (a restore changes its memtable size) while its first
+// filter is built goes on with the build; keys applied before and after
+// are in the filter that is swapped in.
+func TestReopenWhileTheFirstFilterIsBuilt(t *testing.T) {
+	const n = 20_000
+	s, err := openStore(storeOnDisk(t, n), seenExpiry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close() }()
+	v := seenValue(t, time.Now().Add(time.Hour))
+	for i, wb := range []int{restoreWriteBuffer, storeWriteBuffer} {
+		s.Set(fmt.Sprintf("before-reopen-%d", i), v)
+		if err := s.Apply(int64(n + i)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.reopen(wb); err != nil {
+			t.Fatal(err)
+		}
+		if s.keys == nil && s.rebuild == nil {
+			t.Fatal("the reopen dropped the key filter build")
+		}
+	}
+	s.Set("after-reopen", v)
+	if err := s.Apply(n + 2); err != nil {
+		t.Fatal(err)
+	}
+	awaitKeys(t, s)
+	requireFilterHoldsStore(t, s)
+	// Each key once: a build started over on the reopened store would
+	// scan the keys applied before the reopen (they sort before id-*) on
+	// top of taking them as pending.
+	if s.keys.added != n+3 {
+		t.Fatalf("the filter took %d keys, want %d: each stored key once", s.keys.added, n+3)
+	}
+}
+
+// stopAfter is a DB whose iterators close stop after k keys.
+type stopAfter struct {
+	*leveldb.DB
+	k    int
+	stop chan struct{}
+}
+
+func (r *stopAfter) NewIterator(slice *util.Range, ro *opt.ReadOptions) iterator.Iterator {
+	return &stoppingIterator{Iterator: r.DB.NewIterator(slice, ro), r: r}
+}
+
+type stoppingIterator struct {
+	iterator.Iterator
+	r *stopAfter
+	n int
+}
+
+func (it *stoppingIterator) Next() bool {
+	if it.n++; it.n == it.r.k {
+		close(it.r.stop)
+	}
+	return it.Iterator.Next()
+}
+
+// A stopped scan reports where it stopped, and one from there adds the rest:
+// every key once, none skipped (what a reopen relies on).
+func TestScanKeysGoesOnWhereItStopped(t *testing.T) {
+	const n = 10_000
+	s, err := openStore(storeOnDisk(t, n), seenExpiry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.stopRebuild()
+	f := newKeyFilter(filterCapacity(n))
+	stop := make(chan struct{})
+	next, err := scanKeys(&stopAfter{DB: s.db, k: 5000, stop: stop}, f, nil, stop)
+	if err != errFilterStopped || f.added == 0 || f.added >= n {
+		t.Fatalf("stopped scan: %v after %d keys; want errFilterStopped part way", err, f.added)
+	}
+	if want := dataKey(fmt.Sprintf("id-%05d", f.added)); !bytes.Equal(next, want) {
+		t.Fatalf("stopped after %d keys at %q, want %q", f.added, next, want)
+	}
+	if next, err = scanKeys(s.db, f, next, nil); err != nil || next != nil {
+		t.Fatalf("resumed scan: next %q, %v", next, err)
+	}
+	if f.added != n {
+		t.Fatalf("%d keys added, want %d", f.added, n)
+	}
+	s.keys = f
+	requireFilterHoldsStore(t, s)
+}
+
+// Closing or wiping a store while its first filter is built stops the
+// build before LevelDB closes (its snapshot must be released first); the
+// build's goroutine must not outlive the store nor touch it afterwards.
+func TestCloseWhileTheFirstFilterIsBuilt(t *testing.T) {
+	path := storeOnDisk(t, 50_000)
+	goroutines := runtime.NumGoroutine()
+	for range 5 {
+		s, err := openStore(path, seenExpiry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := s.rebuild
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-b.stop:
+		default:
+			t.Fatal("Close did not stop the key filter build")
+		}
+		if s.rebuild != nil || s.keysErr() != nil {
+			t.Fatalf("after Close: build %p, error %v", s.rebuild, s.keysErr())
+		}
+	}
+
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > goroutines && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if g := runtime.NumGoroutine(); g > goroutines {
+		t.Fatalf("%d goroutines, %d before the stores were opened and closed", g, goroutines)
+	}
+
+	s, err := openStore(path, seenExpiry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Wipe(); err != nil {
+		t.Fatal(err)
+	}
+	if s.rebuild != nil || s.keys == nil || s.entries != 0 {
+		t.Fatalf("after Wipe: build %p, filter %p, %d entries; want an empty filter and no build", s.rebuild, s.keys, s.entries)
+	}
+	if v, err := s.Get("id-00001"); v != nil || err != nil {
+		t.Fatalf("Get after Wipe: %q, %v", v, err)
 	}
 	requireFilterHoldsStore(t, s)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/dedupkit/dedup/internal/assign"
 	"github.com/dedupkit/dedup/internal/engine"
 	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/internal/leveldbx"
 )
 
 // member is one consumer-group member with its transactional producer.
@@ -384,7 +385,10 @@ func (m *member) handle(sess sarama.ConsumerGroupSession, in inbound) {
 // process runs the topology's engine for one message, prepared on its
 // claim's goroutine. A failure of the runtime (a table partition it cannot
 // read or decode) aborts the transaction and stops the member: the same
-// message would fail every transaction that holds it again.
+// message would fail every transaction that holds it again. A store LevelDB
+// found damaged is the exception: it is deleted when the session ends, and
+// the rejoin restores it from the changelog (store_corrupt.go), so the
+// message is judged again against a sound table.
 func (m *member) process(sess sarama.ConsumerGroupSession, in inbound) {
 	msg := in.msg
 	t := m.tables[msg.Partition]
@@ -400,6 +404,9 @@ func (m *member) process(sess sarama.ConsumerGroupSession, in inbound) {
 		// transaction is kept, and the partition's next owner (or this
 		// member, after it rejoined) processes the event again.
 		m.abort(fmt.Errorf("at %s/%d@%d: %w", msg.Topic, msg.Partition, msg.Offset, err))
+		return
+	case leveldbx.Corrupted(err):
+		m.abort(fmt.Errorf("table store damaged, at %s/%d@%d: %w", msg.Topic, msg.Partition, msg.Offset, err))
 		return
 	case err != nil:
 		m.abort(fmt.Errorf("callback failed at %s/%d@%d: %w", msg.Topic, msg.Partition, msg.Offset, err))

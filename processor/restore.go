@@ -23,7 +23,7 @@ const (
 // reportTable tells the hooks a partition's table size and key filter memory.
 func (m *member) reportTable(p int32, s *store) {
 	m.hooks.TableSize(p, s.entries)
-	m.hooks.KeyFilterBytes(p, s.keys.size())
+	m.hooks.KeyFilterBytes(p, s.keyFilterBytes())
 }
 
 // restore brings a partition's store up to the changelog's last stable

@@ -12,12 +12,13 @@ import (
 
 // A rebalance used to close every store of the member in Cleanup and to
 // open and restore each claimed partition's store, one after the other, in
-// Setup. Opening a store scans all its keys for the key filter, so every
-// partition stopped as long as the member took to reopen all of them: a
-// fourth worker joining three that held 10M seen IDs stopped the group for
-// about 12 s. sarama's eager protocol revokes every partition at each
-// rebalance, so the member cannot go on processing through one, but it can
-// keep its stores:
+// Setup. Opening a store scanned all its keys for the key filter before it
+// returned, so every partition stopped as long as the member took to reopen
+// all of them: a fourth worker joining three that held 10M seen IDs stopped
+// the group for about 12 s. (The scan runs in the background, but lookups
+// read LevelDB until it ended.) sarama's eager protocol revokes every
+// partition at each rebalance, so the member cannot go on processing
+// through one, but it can keep its stores:
 //
 //   - Cleanup keeps the stores open (member.kept) once the loop stopped: its
 //     last transaction is committed or aborted, so nothing uncommitted is in
@@ -267,7 +268,9 @@ func (m *member) Cleanup(sess sarama.ConsumerGroupSession) error {
 // keepStores moves the session's stores to kept, once the loop stopped:
 // its transactions are committed or aborted, so the overlays hold nothing
 // the next session needs (Drop clears what an apply that failed left). A
-// store found damaged is closed and deleted instead. A restore that failed
+// store found damaged is closed and deleted instead, and one whose key
+// filter build failed otherwise is closed, so that the next session opens it
+// and builds the filter again instead of failing on it. A restore that failed
 // on the disk stops the member: a full disk or a read-only state dir needs
 // an operator, and rejoining every second until then would rebalance every
 // member of the group each time.
@@ -288,7 +291,7 @@ func (m *member) keepStores() {
 			continue
 		}
 		s.Drop()
-		if s.corrupt.Load() {
+		if s.corrupt.Load() || s.keysErr() != nil {
 			m.release(p, s)
 			continue
 		}

@@ -49,9 +49,12 @@ type store struct {
 	base    map[string][]byte
 	entries int64 // records in LevelDB
 	// keys answers "absent" for most first-seen keys without LevelDB
-	// (keyfilter.go); rebuild, when not nil, is making a bigger one.
-	keys    *keyFilter
-	rebuild *filterBuild
+	// (keyfilter.go); nil until the first one is built. rebuild, when not
+	// nil, is building the first one or a bigger one, and buildErr is why
+	// one failed the store (startKeysBuild).
+	keys     *keyFilter
+	rebuild  *filterBuild
+	buildErr atomic.Pointer[error]
 	// sweepFrom is the data key the sweeper's next scan starts at (nil:
 	// the first record).
 	sweepFrom []byte
@@ -99,10 +102,18 @@ const (
 	restoreWriteBuffer = 4 << 20 // while restoring, restoreParallel stores at most
 )
 
-// openStore opens a partition store for processing (storeWriteBuffer).
+// openStore opens a partition store for processing (storeWriteBuffer). It
+// does not read the stored keys: its key filter is built in the background
+// (startKeysBuild), and until it is swapped in every lookup reads LevelDB.
+// A worker restarted on 10M seen IDs waited about 4 s here before its
+// restores started, when the open scanned them.
 func openStore(path string, expiry expiryFunc) (*store, error) {
 	s := &store{path: path, expiry: expiry, overlay: map[string][]byte{}, base: map[string][]byte{}}
 	if err := s.open(storeWriteBuffer); err != nil {
+		return nil, err
+	}
+	if err := s.startKeysBuild(newKeyFilter(filterCapacity(s.entries)), nil); err != nil {
+		s.db.Close()
 		return nil, err
 	}
 	return s, nil
@@ -118,27 +129,41 @@ func (s *store) open(writeBuffer int) error {
 		db.Close()
 		return err
 	}
-	if s.keys == nil { // a reopen keeps the filter: same data
-		if s.keys, err = buildKeyFilter(db, filterCapacity(s.entries), nil); err != nil {
-			db.Close()
-			return fmt.Errorf("table store %s: %w", s.path, err)
-		}
-	}
 	return nil
 }
 
 // reopen closes and opens LevelDB again with another memtable size; the
-// memtable's contents come back from LevelDB's journal. Only between
-// transactions (nothing in the overlay).
+// memtable's contents come back from LevelDB's journal, and the key filter
+// stays: same data. A key filter build goes on from where it stopped. Only
+// between transactions (nothing in the overlay).
 func (s *store) reopen(writeBuffer int) error {
 	if s.writeBuffer == writeBuffer {
 		return nil
 	}
-	s.stopRebuild()
+	paused := s.pauseBuild()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close table store %s: %w", s.path, err)
 	}
-	return s.open(writeBuffer)
+	if err := s.open(writeBuffer); err != nil {
+		return err
+	}
+	return s.resumeBuild(paused)
+}
+
+// failKeys fails the store's reads and writes with err (the first one
+// kept). Called from a key filter build's goroutine.
+func (s *store) failKeys(err error) {
+	s.noteCorrupt(err)
+	s.buildErr.CompareAndSwap(nil, &err)
+}
+
+// keysErr is the error a key filter build failed the store with; nil when
+// none did.
+func (s *store) keysErr() error {
+	if e := s.buildErr.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 // meta reads an int64 metadata value, def when absent.
@@ -169,6 +194,9 @@ func dataKey(key string) []byte {
 // value before deleting. done reports that the scan reached the last record:
 // the next call starts again from the first.
 func (s *store) Expired(now int64, limit, scan int) (keys []string, done bool, err error) {
+	if err := s.keysErr(); err != nil {
+		return nil, false, err
+	}
 	start := s.sweepFrom
 	if start == nil {
 		start = []byte{prefixData}
@@ -195,8 +223,12 @@ func (s *store) Expired(now int64, limit, scan int) (keys []string, done bool, e
 	return keys, false, s.noteCorrupt(it.Error())
 }
 
-// Get returns the value of key, or nil when there is none.
+// Get returns the value of key, or nil when there is none. Once a key
+// filter build failed the store (keysErr), it returns that error.
 func (s *store) Get(key string) ([]byte, error) {
+	if err := s.keysErr(); err != nil {
+		return nil, err
+	}
 	if v, ok := s.overlay[key]; ok {
 		return v, nil
 	}
@@ -237,6 +269,9 @@ func (s *store) ChangelogNext() (int64, error) { return s.meta(metaChangelogNext
 
 // Apply writes the overlay and the changelog offset in one batch.
 func (s *store) Apply(changelogNext int64) error {
+	if err := s.keysErr(); err != nil {
+		return err
+	}
 	delta, err := s.write(s.overlay, s.base, changelogNext)
 	if err != nil {
 		return err
@@ -309,10 +344,14 @@ func (s *store) Wipe() error {
 		return err
 	}
 	s.Drop()
-	s.keys = nil // open builds an empty one
+	// Nothing is stored: an empty filter holds every key, with no scan.
+	s.keys = newKeyFilter(filterCapacity(0))
+	s.buildErr.Store(nil)
 	return s.open(s.writeBuffer)
 }
 
+// Close stops a key filter build first: its snapshot must be released before
+// the DB closes.
 func (s *store) Close() error {
 	s.stopRebuild()
 	return s.db.Close()

@@ -16,12 +16,20 @@ import (
 // changelog, as Kafka Streams does with a corrupted state store, instead of
 // failing every start or every transaction that reads the damaged part.
 //
-// Damage found while opening (which scans every stored key to build the
-// key filter, reading every table block) is handled there (openOrWipe).
-// Damage found later, by a lookup, a commit's write or the sweeper, fails
-// the transaction like any store error; the store remembers it, and the
-// member deletes it when it closes it at the end of the session, so the
-// rejoin restores it.
+// Damage LevelDB's open reports (a broken manifest, a missing table file)
+// is handled there (openOrWipe). The open does not read the table blocks:
+// the key filter's scan of every stored key, which does, runs in the
+// background after it (keyfilter.go), so that a worker restarted on a big
+// table starts its restores at once. Damage found later, by that scan, a
+// lookup, the sweeper or a commit's write, fails the transaction like any
+// store error; the store remembers it, and the member deletes it when it
+// closes it at the end of the session. Once the scan found damage, the
+// store's lookups, restore writes and sweeper scans all fail with it
+// (keysErr): the store cannot be trusted any more, and a partition without
+// traffic still ends its session, at the next sweep. Damage found by a
+// lookup, the sweeper or the scan ends the session, so the rejoin restores
+// the store; a commit's write stops the member (member.committed), and the
+// next start restores it.
 
 // diskError reports whether err is the state dir's file system failing (a
 // full disk, a read-only mount, a path that is not a directory, an I/O
