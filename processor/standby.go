@@ -209,7 +209,10 @@ func (m *member) tail(ctx context.Context, t *standbyTask) {
 		}
 		if err != nil {
 			t.store.noteCorrupt(err)
-			if t.store.corrupt.Load() {
+			if t.store.corrupt.Load() || t.store.keysErr() != nil {
+				// Damaged (closeStore deletes it), or its key filter
+				// build failed, which fails every read of the store:
+				// open it again.
 				m.closeStore(t.p, t.store)
 				t.store = nil
 			}
