@@ -105,7 +105,7 @@
 // transactions of the group's transactional IDs whose member is no longer in
 // the group, by an InitProducerId on each (fence.go). A takeover after a
 // kill -9 then waits the session timeout, a heartbeat interval (at most
-// 0.5 s) for the members to rejoin, and those round trips.
+// 0.25 s) for the members to rejoin, and those round trips.
 //
 // # Stop (processor.go Run, leave.go)
 //

@@ -364,9 +364,12 @@ func consumerConfig(cfg *Config, name string) *sarama.Config {
 // rebalance waits until every member has heard of it, at its next
 // heartbeat, and has rejoined; the members that heard first stand still
 // meanwhile. sarama's usual third of the session timeout made a scale-in or
-// a takeover wait up to 2-3 s more at the default 10 s; half a second costs
-// the coordinator two small requests a second per member.
-const maxHeartbeat = 500 * time.Millisecond
+// a takeover wait up to 2-3 s more at the default 10 s. A join with standby
+// replicas rebalances twice (the join, then the hand-over once the new
+// member warmed up), and the partitions that did not move stalled 1.1-1.2 s
+// each time with 0.5 s; a quarter of a second costs the coordinator four
+// small requests a second per member.
+const maxHeartbeat = 250 * time.Millisecond
 
 // heartbeatInterval is a fifth of the session timeout, at most maxHeartbeat.
 func heartbeatInterval(session time.Duration) time.Duration {
