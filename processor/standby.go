@@ -258,6 +258,7 @@ func (m *member) catchUp(ctx context.Context, p int32, s *store) (lag, n int64, 
 		return 0, 0, nil
 	}
 	lag = lso - from
+	m.hooks.StandbyLag(p, lag) // before it waits for its turn below
 	if lag <= acceptableLag {
 		n, err = m.readChangelog(ctx, p, s, from, lso, nil)
 		return lag, n, err

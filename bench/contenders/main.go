@@ -36,12 +36,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("contender", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		cfg        Config
-		kind       string
-		brokers    string
-		cpuProfile string
-		logLevel   string
-		memRatio   float64
+		cfg         Config
+		kind        string
+		brokers     string
+		cpuProfile  string
+		logLevel    string
+		standbyFile string
+		memRatio    float64
 	)
 	fs.StringVar(&kind, "kind", "", "raw, txn, eos, alo, redis, postgres or kstreams")
 	fs.StringVar(&brokers, "brokers", "", "comma-separated bootstrap brokers")
@@ -60,6 +61,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.RedisTTL, "redis-ttl", time.Hour, "SET NX expiry")
 	fs.StringVar(&cfg.PostgresDSN, "postgres", "", "PostgreSQL DSN")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&standbyFile, "standby-status-file", "", "eos with -standby-replicas: keep \"behind N\" (standbys not caught up) in this file")
 	fs.StringVar(&logLevel, "log-level", "warn", "debug, info, warn, error")
 	fs.Float64Var(&memRatio, "memory-limit-ratio", 0.9, "soft memory limit as a share of the cgroup's, as processor run --memory-limit-ratio")
 	if err := fs.Parse(args); err != nil {
@@ -93,6 +95,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	out := &lockedWriter{w: stdout}
 	hooks := &restoreHooks{}
 	cfg.Hooks = hooks
+	if standbyFile != "" && cfg.Kind == Exactly && cfg.StandbyReplicas > 0 {
+		st, err := newStandbyStatus(standbyFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "contender: -standby-status-file:", err)
+			return 2
+		}
+		hooks.standbys = st
+	}
 
 	if cpuProfile != "" {
 		f, err := os.Create(cpuProfile)
@@ -182,6 +192,7 @@ func (l *lockedWriter) printf(format string, args ...any) {
 // partition's final progress report) and adds up its transactions.
 type restoreHooks struct {
 	processor.NopHooks
+	standbys *standbyStatus // nil: not asked for
 	mu       sync.Mutex
 	start    time.Time
 	end      time.Time
@@ -190,6 +201,12 @@ type restoreHooks struct {
 	commits       int
 	commitTime    time.Duration
 	commitRecords int
+}
+
+func (h *restoreHooks) StandbyLag(p int32, records int64) {
+	if h.standbys != nil {
+		h.standbys.report(p, records)
+	}
 }
 
 func (h *restoreHooks) TxnCommitted(took time.Duration, records int) {

@@ -48,7 +48,8 @@ func (f *failover) events(ctx context.Context, loadEnded <-chan struct{}, r *Sce
 }
 
 // steady waits until the group is Stable with exactly the instances ids,
-// every partition of the input assigned, and every assigned partition
+// their standbys caught up (standbysCaughtUp), every partition of the input
+// assigned, and every assigned partition
 // committed again after the group became stable: the group at rest, under
 // load. It returns the members' identities.
 func (f *failover) steady(ctx context.Context, ids []string) ([]string, error) {
@@ -72,7 +73,7 @@ func (f *failover) steady(ctx context.Context, ids []string) ([]string, error) {
 				base = nil // it moved again: start over
 				continue
 			}
-			if advancedAll(base, s) {
+			if advancedAll(base, s) && f.standbysCaughtUp(ids) {
 				return true
 			}
 		}

@@ -285,6 +285,9 @@ func (f *failover) start(id string) (*child, error) {
 		"-input", f.input, "-output", f.output, "-group", f.group,
 		"-commit-interval", f.cfg.CommitInterval.String(), "-session-timeout", f.cfg.SessionTimeout.String(),
 		"-group-instance-id", id, "-state-dir", filepath.Join(f.stateDir, id)}
+	if f.ct.Kind == contenders.Exactly {
+		args = append(args, "-standby-status-file", f.standbyFile(id))
+	}
 	if f.cfg.ContenderLogLevel != "" {
 		args = append(args, "-log-level", f.cfg.ContenderLogLevel)
 	}
@@ -390,4 +393,27 @@ func identities(s *groupSample, ids []string) ([]string, bool) {
 	}
 	slices.Sort(out)
 	return out, true
+}
+
+// standbyFile is where instance id keeps its standbys' status (a worker
+// with standby replicas; see contenders.standbyStatus).
+func (f *failover) standbyFile(id string) string {
+	return filepath.Join(f.stateDir, id+".standbys")
+}
+
+// standbysCaughtUp reports whether every instance of ids that keeps
+// standby replicas has them caught up: a takeover is measured against warm
+// standbys, as a group at rest has them. An instance that keeps none
+// writes no file.
+func (f *failover) standbysCaughtUp(ids []string) bool {
+	for _, id := range ids {
+		b, err := os.ReadFile(f.standbyFile(id))
+		if err != nil {
+			continue
+		}
+		if strings.TrimSpace(string(b)) != "behind 0" {
+			return false
+		}
+	}
+	return true
 }
