@@ -3,6 +3,7 @@ package contenders
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 )
 
@@ -23,6 +24,9 @@ type standbyStatus struct {
 const standbyCaughtUp = 10_000
 
 func newStandbyStatus(path string) (*standbyStatus, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
 	s := &standbyStatus{path: path, lag: map[int32]int64{}, behind: -1}
 	return s, s.write("starting")
 }

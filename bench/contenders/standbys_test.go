@@ -8,7 +8,7 @@ import (
 )
 
 func TestStandbyStatus(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "i0.standbys")
+	path := filepath.Join(t.TempDir(), "not-yet", "i0.standbys") // its dir is made
 	s, err := newStandbyStatus(path)
 	if err != nil {
 		t.Fatal(err)
