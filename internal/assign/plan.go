@@ -125,34 +125,45 @@ func (g *groupPlan) placeStandbys() {
 			warm[p] = id
 		}
 	}
-	// Standbys are spread over hosts first (each costs its process memory
-	// and disk), then over a host's members.
+	// Each owner's standbys are spread evenly over the other hosts first:
+	// when it leaves, each of them takes the partitions it holds standbys
+	// of, and no one gets more than its share has room for (a partition
+	// that goes where no standby is restores the whole table). Then a
+	// member holding a copy keeps it, then the hosts and members with the
+	// fewest standbys take them (each costs its process memory and disk).
 	hostCount, memberCount := map[string]int{}, map[string]int{}
+	pairCount := map[[2]string]int{} // (owner's host, standby's host)
 	add := func(id string, p int32, hosts map[string]bool) {
 		g.standbys[id] = append(g.standbys[id], p)
-		hostCount[g.subs[id].host]++
+		h := g.subs[id].host
+		hostCount[h]++
 		memberCount[id]++
-		hosts[g.subs[id].host] = true
+		pairCount[[2]string{g.subs[owner[p]].host, h}]++
+		hosts[h] = true
 	}
 	for _, p := range g.partitions {
-		hosts := map[string]bool{g.subs[owner[p]].host: true}
+		ownerHost := g.subs[owner[p]].host
+		hosts := map[string]bool{ownerHost: true}
 		n := 0
 		if w := warm[p]; w != "" {
 			add(w, p, hosts)
 			n++
 		}
 		for ; n < g.replicas; n++ {
-			best, bestHolds := "", false
+			best := ""
+			var bestRank [4]int
 			for _, id := range g.ids {
 				d := g.subs[id]
 				if hosts[d.host] {
 					continue
 				}
-				holds := slices.Contains(d.standbys, p) || slices.Contains(d.partitions, p)
-				b := g.subs[best].host
-				if best == "" || (holds && !bestHolds) || (holds == bestHolds &&
-					(hostCount[d.host] < hostCount[b] || (hostCount[d.host] == hostCount[b] && memberCount[id] < memberCount[best]))) {
-					best, bestHolds = id, holds
+				holds := 1
+				if slices.Contains(d.standbys, p) || slices.Contains(d.partitions, p) {
+					holds = 0
+				}
+				rank := [4]int{pairCount[[2]string{ownerHost, d.host}], holds, hostCount[d.host], memberCount[id]}
+				if best == "" || less(rank, bestRank) {
+					best, bestRank = id, rank
 				}
 			}
 			if best == "" {
@@ -161,4 +172,14 @@ func (g *groupPlan) placeStandbys() {
 			add(best, p, hosts)
 		}
 	}
+}
+
+// less orders ranks lexicographically.
+func less(a, b [4]int) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
 }

@@ -230,3 +230,50 @@ func TestUserDataV2(t *testing.T) {
 		t.Errorf("version 1 bytes %x, want %s", v1, want)
 	}
 }
+
+// Each owner's standbys are split over the other hosts, even when one of
+// them held them all: when the owner leaves, every survivor has room for
+// the partitions it holds standbys of, and none is restored whole.
+func TestStandbysOfOneOwnerAreSpread(t *testing.T) {
+	members := map[string]sub{
+		"a-0": {host: "a", generation: 2, partitions: span(0, 4)},
+		"b-0": {host: "b", generation: 2, partitions: span(4, 8), standbys: []int32{0, 1, 2, 3, 8, 9}},
+		"c-0": {host: "c", generation: 2, partitions: span(8, 12), standbys: []int32{4, 5, 6, 7, 10, 11}},
+	}
+	_, told := leaderPlan(t, 1, 12, members)
+	for _, owner := range []string{"a-0", "b-0", "c-0"} {
+		per := map[string]int{}
+		for id, d := range told {
+			for _, p := range d.standbys {
+				if slices.Contains(members[owner].partitions, p) {
+					per[id]++
+				}
+			}
+		}
+		for id, n := range per {
+			if n != 2 {
+				t.Errorf("%s's partitions: %d standbys on %s, want 2 on each other host (%v)", owner, n, id, per)
+			}
+		}
+	}
+
+	// a leaves; b and c report their standbys caught up.
+	left := map[string]sub{}
+	for _, id := range []string{"b-0", "c-0"} {
+		s := members[id]
+		s.standbys, s.caughtUp = told[id].standbys, told[id].standbys
+		left[id] = s
+	}
+	got, _ := leaderPlan(t, 1, 12, left)
+	for _, p := range members["a-0"].partitions {
+		var to string
+		for id, ps := range got {
+			if slices.Contains(ps, p) {
+				to = id
+			}
+		}
+		if !slices.Contains(told[to].standbys, p) {
+			t.Errorf("a's partition %d went to %s, which held no standby of it", p, to)
+		}
+	}
+}
