@@ -58,6 +58,17 @@
 // default). An instance restarted under the same instance ID aborts its
 // predecessor's transaction at once.
 //
+// # Standby replicas (standby.go, internal/assign)
+//
+// With Config.StandbyReplicas, the leader's plan also gives members
+// standbys: partitions of other instances whose changelog they tail into a
+// store of their own, read_committed up to the last stable offset. Setup
+// reconciles a member's standbys with its assignment (a store it loses as
+// an owner becomes its standby's without a close), and a restore takes the
+// store of a standby whose partition the member now owns, so it reads only
+// the tail. A member told to warm partitions up (it joined, and they move
+// to it) rejoins once they have caught up, and the leader moves them then.
+//
 // # Processing (member.go ConsumeClaim, loop, process; context.go)
 //
 // Each claim's goroutine decodes its records ahead (engine.Prepare) and hands
