@@ -140,6 +140,9 @@ func (st *standbyTasks) reconcile(m *member, want, claimed []int32) {
 		}
 	}
 	for _, p := range want {
+		if slices.Contains(claimed, p) {
+			continue // stale: the leader puts no standby where it puts the partition
+		}
 		if t := st.tasks[p]; t != nil {
 			t.by = m // another member of this process held it
 			continue
