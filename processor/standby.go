@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/IBM/sarama"
+
 	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
@@ -292,7 +294,7 @@ func (m *member) catchUp(ctx context.Context, p int32, s *store) (lag, n int64, 
 // watchWarmups rejoins the group once every warm-up standby of the session
 // has caught up, so that the leader moves those partitions here (see the
 // top of this file). It belongs to the session, like the restores.
-func (m *member) watchWarmups(sess interface{ Context() context.Context }, warmups []int32) {
+func (m *member) watchWarmups(sess sarama.ConsumerGroupSession, warmups []int32) {
 	if len(warmups) == 0 {
 		return
 	}

@@ -72,10 +72,7 @@ func (m *Member) SubscriptionUserData([]string) ([]byte, error) {
 // OnAssignment keeps the member's assignment for its next subscription and
 // for Assigned.
 func (m *Member) OnAssignment(a *sarama.ConsumerGroupMemberAssignment, generationID int32) {
-	d, ok := decode(a.UserData)
-	if !ok {
-		d = userData{}
-	}
+	d, _ := decode(a.UserData) // zero when it is not ours: no standbys
 	d.generation, d.partitions = generationID, partitionsOf(a.Topics)
 	m.mu.Lock()
 	m.last = d
