@@ -27,7 +27,7 @@ func storedKeys(t *testing.T, s *store) int64 {
 // the entry count must match LevelDB's records after each, including for a
 // key whose LevelDB read the sealed transaction cached and then wrote.
 func TestStoreSealedTransaction(t *testing.T) {
-	s, err := openStore(t.TempDir(), seenExpiry)
+	s, err := openStore(t.TempDir(), seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ func TestTableStats(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	expiries := map[int32][]time.Duration{0: {3 * time.Hour, time.Hour, 2 * time.Hour}, 1: {}}
 	for p, exps := range expiries {
-		s, err := openStore(TablePath(state, "g-table", p), seenExpiry)
+		s, err := openStore(TablePath(state, "g-table", p), seenExpiry, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/bits"
+	"time"
 
 	"github.com/syndtr/goleveldb/leveldb"
 	"github.com/syndtr/goleveldb/leveldb/opt"
@@ -114,7 +115,7 @@ func filterCapacity(n int64) int { return int(2 * max(n, filterMinKeys/2)) }
 // new filter of the given capacity.
 func buildKeyFilter(r leveldb.Reader, capacity int) (*keyFilter, error) {
 	f := newKeyFilter(capacity)
-	if _, err := scanKeys(r, f, nil, nil); err != nil {
+	if _, err := scanKeys(r, f, nil, nil, nil); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -122,15 +123,29 @@ func buildKeyFilter(r leveldb.Reader, capacity int) (*keyFilter, error) {
 
 // scanKeys adds the data keys of r from data key from on (nil: the first)
 // to f. stop, when closed, ends it early with errFilterStopped and next, the
-// data key to go on from. The scan does not fill the block cache: it would
-// evict the blocks processing reads for blocks it reads once.
-func scanKeys(r leveldb.Reader, f *keyFilter, from []byte, stop <-chan struct{}) (next []byte, err error) {
+// data key to go on from. pace, when not nil, paces the scan (scanpace.go).
+// The scan does not fill the block cache: it would evict the blocks
+// processing reads for blocks it reads once.
+func scanKeys(r leveldb.Reader, f *keyFilter, from []byte, stop <-chan struct{}, pace *scanPacer) (next []byte, err error) {
 	if from == nil {
 		from = []byte{prefixData}
 	}
+	if pace != nil {
+		if !pace.wait(stop) {
+			return from, errFilterStopped
+		}
+		defer pace.done()
+	}
 	it := r.NewIterator(&util.Range{Start: from, Limit: []byte{prefixData + 1}}, &opt.ReadOptions{DontFillCache: true})
 	defer it.Release()
+	chunk := time.Now()
 	for n := 0; it.Next(); n++ {
+		if pace != nil && n > 0 && n%scanChunk == 0 {
+			if !pace.rest(chunk, stop) {
+				return bytes.Clone(it.Key()), errFilterStopped
+			}
+			chunk = time.Now()
+		}
 		if n%4096 == 0 && stop != nil {
 			select {
 			case <-stop:
@@ -166,16 +181,17 @@ type filterResult struct {
 }
 
 // startFilterBuild snapshots db and scans it from data key from into f in a
-// goroutine, which calls failed with the error of a scan that failed. The
-// caller owns the build: it must either take its result or stop it.
-func startFilterBuild(db *leveldb.DB, f *keyFilter, from []byte, failed func(error)) (*filterBuild, error) {
+// goroutine, paced by pace when not nil, which calls failed with the error
+// of a scan that failed. The caller owns the build: it must either take its
+// result or stop it.
+func startFilterBuild(db *leveldb.DB, f *keyFilter, from []byte, pace *scanPacer, failed func(error)) (*filterBuild, error) {
 	snap, err := db.GetSnapshot()
 	if err != nil {
 		return nil, fmt.Errorf("key filter snapshot: %w", err)
 	}
 	b := &filterBuild{f: f, stop: make(chan struct{}), done: make(chan filterResult, 1)}
 	go func() {
-		next, err := scanKeys(snap, f, from, b.stop)
+		next, err := scanKeys(snap, f, from, b.stop, pace)
 		snap.Release() // before done: the owner may close the DB next
 		if err != nil && err != errFilterStopped {
 			failed(err)
@@ -199,7 +215,7 @@ func (b *filterBuild) halt() filterResult {
 // session to be deleted and restored (store_corrupt.go).
 func (s *store) startKeysBuild(f *keyFilter, from []byte) error {
 	first := s.keys == nil
-	b, err := startFilterBuild(s.db, f, from, func(err error) {
+	b, err := startFilterBuild(s.db, f, from, s.pace, func(err error) {
 		if first || leveldbx.Corrupted(err) {
 			s.failKeys(fmt.Errorf("table store %s: %w", s.path, err))
 		}

@@ -98,7 +98,7 @@ func awaitKeys(t *testing.T, s *store) {
 // reopens it and wipes it; at every step each stored key must be in the
 // filter, and Get must find it.
 func TestStoreKeyFilterFollowsTheTable(t *testing.T) {
-	s, err := openStore(t.TempDir(), seenExpiry)
+	s, err := openStore(t.TempDir(), seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestStoreKeyFilterFollowsTheTable(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if s, err = openStore(s.path, seenExpiry); err != nil {
+	if s, err = openStore(s.path, seenExpiry, nil); err != nil {
 		t.Fatal(err)
 	}
 	awaitKeys(t, s)
@@ -191,7 +191,7 @@ func TestStoreKeyFilterFollowsTheTable(t *testing.T) {
 // not in the scan's snapshot and must come in through its pending list.
 func TestOpenBuildsTheKeyFilterInTheBackground(t *testing.T) {
 	const n = 20_000
-	s, err := openStore(storeOnDisk(t, n), seenExpiry)
+	s, err := openStore(storeOnDisk(t, n), seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestOpenBuildsTheKeyFilterInTheBackground(t *testing.T) {
 // reserveKeys does at once, into a filter sized for them.
 func TestReserveKeysWhileTheFirstFilterIsBuilt(t *testing.T) {
 	const n, tail = 20_000, 100
-	s, err := openStore(storeOnDisk(t, n), seenExpiry)
+	s, err := openStore(storeOnDisk(t, n), seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestReserveKeysWhileTheFirstFilterIsBuilt(t *testing.T) {
 // are in the filter that is swapped in.
 func TestReopenWhileTheFirstFilterIsBuilt(t *testing.T) {
 	const n = 20_000
-	s, err := openStore(storeOnDisk(t, n), seenExpiry)
+	s, err := openStore(storeOnDisk(t, n), seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,32 +351,82 @@ func (it *stoppingIterator) Next() bool {
 }
 
 // A stopped scan reports where it stopped, and one from there adds the rest:
-// every key once, none skipped (what a reopen relies on).
+// every key once, none skipped (what a reopen relies on); paced or not, and
+// stopped in a rest between two chunks too.
 func TestScanKeysGoesOnWhereItStopped(t *testing.T) {
-	const n = 10_000
-	s, err := openStore(storeOnDisk(t, n), seenExpiry)
+	const n = 3*scanChunk + 100
+	for _, tc := range []struct {
+		name   string
+		stopAt int
+		pace   *scanPacer
+	}{
+		{"unpaced", 5000, nil},
+		{"paced, stopped within a chunk", 5000, newScanPacer()},
+		{"paced, stopped in a rest", scanChunk, newScanPacer()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := openStore(storeOnDisk(t, n), seenExpiry, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			s.stopRebuild()
+			f := newKeyFilter(filterCapacity(n))
+			stop := make(chan struct{})
+			next, err := scanKeys(&stopAfter{DB: s.db, k: tc.stopAt, stop: stop}, f, nil, stop, tc.pace)
+			if err != errFilterStopped || f.added == 0 || f.added >= n {
+				t.Fatalf("stopped scan: %v after %d keys; want errFilterStopped part way", err, f.added)
+			}
+			if want := dataKey(fmt.Sprintf("id-%05d", f.added)); !bytes.Equal(next, want) {
+				t.Fatalf("stopped after %d keys at %q, want %q", f.added, next, want)
+			}
+			if next, err = scanKeys(s.db, f, next, nil, tc.pace); err != nil || next != nil {
+				t.Fatalf("resumed scan: next %q, %v", next, err)
+			}
+			if f.added != n {
+				t.Fatalf("%d keys added, want %d", f.added, n)
+			}
+			if tc.pace != nil && len(tc.pace.turn) != 0 {
+				t.Fatal("the scans ended without giving the turn back")
+			}
+			s.keys = f
+			requireFilterHoldsStore(t, s)
+		})
+	}
+}
+
+// A paced scan does not read a key while another holds the turn, and one
+// stopped while it waits for the turn goes on from where it would have
+// started.
+func TestPacedScanWaitsForItsTurn(t *testing.T) {
+	const n = 1000
+	s, err := openStore(storeOnDisk(t, n), seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	s.stopRebuild()
+	pace := newScanPacer()
+	if !pace.wait(nil) { // another build's turn
+		t.Fatal("no turn for the first scan")
+	}
 	f := newKeyFilter(filterCapacity(n))
 	stop := make(chan struct{})
-	next, err := scanKeys(&stopAfter{DB: s.db, k: 5000, stop: stop}, f, nil, stop)
-	if err != errFilterStopped || f.added == 0 || f.added >= n {
-		t.Fatalf("stopped scan: %v after %d keys; want errFilterStopped part way", err, f.added)
+	result := make(chan error, 1)
+	var next []byte
+	go func() {
+		var err error
+		next, err = scanKeys(s.db, f, nil, stop, pace)
+		result <- err
+	}()
+	close(stop)
+	if err := <-result; err != errFilterStopped || f.added != 0 {
+		t.Fatalf("scan stopped while waiting for its turn: %v, %d keys added; want errFilterStopped and none", err, f.added)
 	}
-	if want := dataKey(fmt.Sprintf("id-%05d", f.added)); !bytes.Equal(next, want) {
-		t.Fatalf("stopped after %d keys at %q, want %q", f.added, next, want)
+	pace.done()
+	if _, err := scanKeys(s.db, f, next, nil, pace); err != nil || f.added != n {
+		t.Fatalf("scan from %q after the turn came: %v, %d keys added, want %d", next, err, f.added, n)
 	}
-	if next, err = scanKeys(s.db, f, next, nil); err != nil || next != nil {
-		t.Fatalf("resumed scan: next %q, %v", next, err)
-	}
-	if f.added != n {
-		t.Fatalf("%d keys added, want %d", f.added, n)
-	}
-	s.keys = f
-	requireFilterHoldsStore(t, s)
 }
 
 // Closing or wiping a store while its first filter is built stops the
@@ -386,7 +436,7 @@ func TestCloseWhileTheFirstFilterIsBuilt(t *testing.T) {
 	path := storeOnDisk(t, 50_000)
 	goroutines := runtime.NumGoroutine()
 	for range 5 {
-		s, err := openStore(path, seenExpiry)
+		s, err := openStore(path, seenExpiry, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -412,7 +462,7 @@ func TestCloseWhileTheFirstFilterIsBuilt(t *testing.T) {
 		t.Fatalf("%d goroutines, %d before the stores were opened and closed", g, goroutines)
 	}
 
-	s, err := openStore(path, seenExpiry)
+	s, err := openStore(path, seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

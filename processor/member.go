@@ -66,6 +66,9 @@ type member struct {
 	// partition's to its restore and closes the others this member kept
 	// (session.go).
 	kept *keptStores
+	// scans paces the Processor's background key filter builds
+	// (scanpace.go).
+	scans *scanPacer
 	// standby and strategy, with Config.StandbyReplicas: the Processor's
 	// standbys and this member's assignment strategy, which says which it
 	// holds (standby.go); lastProbe is the member's latest warm-up rejoin

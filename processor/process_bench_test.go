@@ -47,7 +47,7 @@ func newTestMember(tb testing.TB, producer sarama.AsyncProducer, partitions ...i
 		tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: benchPartitions,
 		tables: map[int32]*partitionTable{}, txn: newTxnState(), producer: producer, cancelSession: func() {}}
 	for _, p := range partitions {
-		s, err := openStore(tb.TempDir(), seenExpiry)
+		s, err := openStore(tb.TempDir(), seenExpiry, nil)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -98,14 +98,14 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 			"every transaction that holds them; grant DescribeConfigs so they are dead-lettered instead", "topics", unread)
 	}
 	p := &Processor{cfg: cfg, topo: topo, partitions: partitions}
-	kept := &keptStores{}
+	kept, scans := &keptStores{}, newScanPacer()
 	var standby *standbyTasks
 	if cfg.StandbyReplicas > 0 {
 		standby = newStandbyTasks()
 	}
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
-		m := &member{cfg: &p.cfg, topo: topo, hooks: cfg.Hooks, memberName: name, host: fmt.Sprintf("%s-%s", topo.Group, instance), maxRecord: cfg.maxRecord, kept: kept, standby: standby,
+		m := &member{cfg: &p.cfg, topo: topo, hooks: cfg.Hooks, memberName: name, host: fmt.Sprintf("%s-%s", topo.Group, instance), maxRecord: cfg.maxRecord, kept: kept, scans: scans, standby: standby,
 			tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: partitions,
 			log: cfg.Logger.With("member", name), producerCfg: producerConfig(&cfg, name)}
 		if err := m.connect(); err != nil {

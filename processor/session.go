@@ -190,7 +190,7 @@ func (m *member) restorePartition(sess sarama.ConsumerGroupSession, r *partition
 	kept := r.store != nil
 	if !kept {
 		path := TablePath(m.cfg.StateDir, m.topo.TableTopic(), r.p)
-		s, damage, err := openOrWipe(path, seenExpiry)
+		s, damage, err := openOrWipe(path, seenExpiry, m.scans)
 		if damage != nil {
 			m.log.Error("table store damaged, deleted it to restore it from the changelog",
 				"partition", r.p, "path", path, "err", damage)

@@ -195,8 +195,15 @@ func (m *member) tail(ctx context.Context, t *standbyTask) {
 	caughtUp := false
 	for ctx.Err() == nil {
 		if t.store == nil {
+			// A restarted worker opened its standbys' stores and built their
+			// key filters while it restored its own partitions, and its
+			// restart paused those about 2 s longer than without standbys.
+			// A standby opened from disk waits for the member's restores.
+			if !m.awaitRestored(ctx) {
+				return
+			}
 			path := TablePath(m.cfg.StateDir, m.tableTopic, t.p)
-			s, damage, err := openOrWipe(path, seenExpiry)
+			s, damage, err := openOrWipe(path, seenExpiry, m.scans)
 			if damage != nil {
 				m.log.Error("standby table store damaged, deleted it to restore it from the changelog",
 					"partition", t.p, "path", path, "err", damage)
@@ -235,6 +242,17 @@ func (m *member) tail(ctx context.Context, t *standbyTask) {
 			sleep(ctx, tailInterval)
 		}
 	}
+}
+
+// awaitRestored waits until every partition m claimed is restored (m.ready);
+// false when ctx ended first.
+func (m *member) awaitRestored(ctx context.Context) bool {
+	for !m.ready.Load() {
+		if !sleep(ctx, tailInterval) {
+			return false
+		}
+	}
+	return true
 }
 
 // catchUp applies partition p's committed changelog records from the

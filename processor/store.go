@@ -54,6 +54,7 @@ type store struct {
 	// one failed the store (startKeysBuild).
 	keys     *keyFilter
 	rebuild  *filterBuild
+	pace     *scanPacer // paces the background builds; nil: none
 	buildErr atomic.Pointer[error]
 	// sweepFrom is the data key the sweeper's next scan starts at (nil:
 	// the first record).
@@ -104,11 +105,12 @@ const (
 
 // openStore opens a partition store for processing (storeWriteBuffer). It
 // does not read the stored keys: its key filter is built in the background
-// (startKeysBuild), and until it is swapped in every lookup reads LevelDB.
-// A worker restarted on 10M seen IDs waited about 4 s here before its
-// restores started, when the open scanned them.
-func openStore(path string, expiry expiryFunc) (*store, error) {
-	s := &store{path: path, expiry: expiry, overlay: map[string][]byte{}, base: map[string][]byte{}}
+// (startKeysBuild), paced by pace when not nil (scanpace.go), and until it
+// is swapped in every lookup reads LevelDB. A worker restarted on 10M seen
+// IDs waited about 4 s here before its restores started, when the open
+// scanned them.
+func openStore(path string, expiry expiryFunc, pace *scanPacer) (*store, error) {
+	s := &store{path: path, expiry: expiry, pace: pace, overlay: map[string][]byte{}, base: map[string][]byte{}}
 	if err := s.open(storeWriteBuffer); err != nil {
 		return nil, err
 	}

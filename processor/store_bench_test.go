@@ -12,7 +12,7 @@ import (
 // benchStore opens a store holding n committed seen records keyed key-<i>.
 func benchStore(b *testing.B, n int) *store {
 	b.Helper()
-	s, err := openStore(b.TempDir(), seenExpiry)
+	s, err := openStore(b.TempDir(), seenExpiry, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func BenchmarkStoreOpen(b *testing.B) {
 	}
 	path := bs.path
 	open := func(b *testing.B) *store {
-		s, err := openStore(path, seenExpiry)
+		s, err := openStore(path, seenExpiry, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -53,8 +53,8 @@ func (s *store) noteCorrupt(err error) error {
 // openOrWipe opens the store at path. When LevelDB finds it damaged, it
 // deletes it and opens an empty one, which the caller restores from the
 // changelog; damage is then the error that made it do so.
-func openOrWipe(path string, expiry expiryFunc) (s *store, damage error, err error) {
-	s, err = openStore(path, expiry)
+func openOrWipe(path string, expiry expiryFunc, pace *scanPacer) (s *store, damage error, err error) {
+	s, err = openStore(path, expiry, pace)
 	if err == nil || !leveldbx.Corrupted(err) {
 		return s, nil, err
 	}
@@ -62,7 +62,7 @@ func openOrWipe(path string, expiry expiryFunc) (s *store, damage error, err err
 	if err := os.RemoveAll(path); err != nil {
 		return nil, damage, fmt.Errorf("delete damaged table store: %w", err)
 	}
-	s, err = openStore(path, expiry)
+	s, err = openStore(path, expiry, pace)
 	return s, damage, err
 }
 

@@ -26,7 +26,7 @@ import (
 func storeOnDisk(t *testing.T, n int) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "p0")
-	s, err := openStore(path, seenExpiry)
+	s, err := openStore(path, seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ var damages = []struct {
 // the one the key filter build reported; the store is closed.
 func damageFound(t *testing.T, path string) (atOpen bool, err error) {
 	t.Helper()
-	s, err := openStore(path, seenExpiry)
+	s, err := openStore(path, seenExpiry, nil)
 	if err != nil {
 		return true, err
 	}
@@ -138,7 +138,7 @@ func TestOpenOrWipeDeletesADamagedStore(t *testing.T) {
 			if atOpen, err := damageFound(t, path); err == nil || !leveldbx.Corrupted(err) || atOpen != d.atOpen {
 				t.Fatalf("damage found at open %v (want %v): %v, want a corruption error", atOpen, d.atOpen, err)
 			}
-			s, damage, err := openOrWipe(path, seenExpiry)
+			s, damage, err := openOrWipe(path, seenExpiry, nil)
 			if err != nil {
 				t.Fatalf("openOrWipe: %v", err)
 			}
@@ -155,7 +155,7 @@ func TestOpenOrWipeDeletesADamagedStore(t *testing.T) {
 					t.Fatalf("%s still there after closeOrWipe (%v)", path, err)
 				}
 				// The rejoin.
-				if s, damage, err = openOrWipe(path, seenExpiry); err != nil || damage != nil {
+				if s, damage, err = openOrWipe(path, seenExpiry, nil); err != nil || damage != nil {
 					t.Fatalf("openOrWipe after the delete: damage %v, err %v", damage, err)
 				}
 			} else if damage == nil {
@@ -211,7 +211,7 @@ func awaitKeysFailed(t *testing.T, s *store) {
 // it, so the next owner restores the partition.
 func TestDamageFoundByALookupDeletesTheStoreAtClose(t *testing.T) {
 	path := storeOnDisk(t, 3000)
-	s, err := openStore(path, seenExpiry)
+	s, err := openStore(path, seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestDamageFoundByALookupDeletesTheStoreAtClose(t *testing.T) {
 // An undamaged store is kept.
 func TestCloseOrWipeKeepsAHealthyStore(t *testing.T) {
 	path := storeOnDisk(t, 10)
-	s, err := openStore(path, seenExpiry)
+	s, err := openStore(path, seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestCloseOrWipeKeepsAHealthyStore(t *testing.T) {
 // instead of being warned about on every pass while the member runs on.
 func TestSweepOverADamagedStoreEndsTheSession(t *testing.T) {
 	path := storeOnDisk(t, 3000)
-	s, err := openStore(path, seenExpiry)
+	s, err := openStore(path, seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,16 +292,16 @@ func TestDiskErrorIsTheFileSystemOnly(t *testing.T) {
 	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, openErr := openStore(filepath.Join(notADir, "p0"), seenExpiry) // its parent is a file
+	_, openErr := openStore(filepath.Join(notADir, "p0"), seenExpiry, nil) // its parent is a file
 	if openErr == nil {
 		t.Fatal("opened a store under a regular file")
 	}
-	held, err := openStore(filepath.Join(t.TempDir(), "p0"), seenExpiry)
+	held, err := openStore(filepath.Join(t.TempDir(), "p0"), seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	_, lockErr := openStore(held.path, seenExpiry) // a member that has not closed it yet
+	_, lockErr := openStore(held.path, seenExpiry, nil) // a member that has not closed it yet
 	type testCase struct {
 		name string
 		err  error
@@ -344,7 +344,7 @@ func TestDamageFoundByTheKeyFilterBuildEndsTheSession(t *testing.T) {
 	for _, f := range storeFiles(t, path, ".ldb") {
 		overwrite(t, f, 64) // LevelDB's open does not read table blocks
 	}
-	s, err := openStore(path, seenExpiry)
+	s, err := openStore(path, seenExpiry, nil)
 	if err != nil {
 		t.Fatalf("openStore: %v; want the damage left to the key filter's scan", err)
 	}

@@ -25,7 +25,7 @@ func reopened(t *testing.T, s *store) *store {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := openStore(s.path, seenExpiry)
+	s, err := openStore(s.path, seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func reopened(t *testing.T, s *store) *store {
 }
 
 func TestStoreOverlayAppliesOnlyOnApply(t *testing.T) {
-	s, err := openStore(t.TempDir(), seenExpiry)
+	s, err := openStore(t.TempDir(), seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestStoreOverlayAppliesOnlyOnApply(t *testing.T) {
 }
 
 func TestStoreExpiredScansInPasses(t *testing.T) {
-	s, err := openStore(t.TempDir(), seenExpiry)
+	s, err := openStore(t.TempDir(), seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestStoreExpiredScansInPasses(t *testing.T) {
 }
 
 func TestStoreWipe(t *testing.T) {
-	s, err := openStore(t.TempDir(), seenExpiry)
+	s, err := openStore(t.TempDir(), seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestInstanceIDIsStable(t *testing.T) {
 // the transaction's own Get instead of reading LevelDB again; the entry count
 // and the sweeper's view must come out as if it had read.
 func TestStoreApplyUsesReadsOfTheTransaction(t *testing.T) {
-	s, err := openStore(t.TempDir(), seenExpiry)
+	s, err := openStore(t.TempDir(), seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestStoreApplyUsesReadsOfTheTransaction(t *testing.T) {
 // the changelog offset and the entry count must survive both (the memtable's
 // part comes back from LevelDB's journal).
 func TestStoreReopenKeepsCommittedData(t *testing.T) {
-	s, err := openStore(t.TempDir(), seenExpiry)
+	s, err := openStore(t.TempDir(), seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

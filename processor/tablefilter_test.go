@@ -52,7 +52,7 @@ func TestTableFilterCoversTableRecordsOnly(t *testing.T) {
 // the filter is consulted (the memtable has none): table records and the
 // metadata, and the sweeper's scan.
 func TestStoreReadsItsTableFiles(t *testing.T) {
-	s, err := openStore(t.TempDir(), seenExpiry)
+	s, err := openStore(t.TempDir(), seenExpiry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
