@@ -87,7 +87,13 @@ func (m *member) startCommit(sess sarama.ConsumerGroupSession) {
 		return
 	}
 	m.commitDue = false
-	if m.failed || !m.txn.dirty {
+	if m.failed {
+		return
+	}
+	if !m.txn.dirty {
+		if m.ready.Load() {
+			m.releaseScans() // restored, and nothing waits to be processed
+		}
 		return
 	}
 	pc := &pendingCommit{txn: m.txn, start: time.Now(), records: m.txn.sent, done: make(chan error, 1)}
@@ -189,6 +195,9 @@ func (m *member) committed(pc *pendingCommit, err error) bool {
 		m.reportTable(ss.p, ss.t.store)
 	}
 	m.health.committed(time.Now(), pc.start, pc.txn.offsets, m.txn.offsets)
+	if m.ready.Load() {
+		m.releaseScans() // every partition processes again
+	}
 	m.hooks.TxnCommitted(time.Since(pc.start), pc.txn.sent)
 	return true
 }

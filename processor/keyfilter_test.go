@@ -395,37 +395,45 @@ func TestScanKeysGoesOnWhereItStopped(t *testing.T) {
 	}
 }
 
-// A paced scan does not read a key while another holds the turn, and one
-// stopped while it waits for the turn goes on from where it would have
-// started.
+// A paced scan does not read a key while another scan holds the turn or a
+// member holds the builds (back from a rebalance, not committed since), and
+// one stopped while it waits goes on from where it would have started.
 func TestPacedScanWaitsForItsTurn(t *testing.T) {
 	const n = 1000
-	s, err := openStore(storeOnDisk(t, n), seenExpiry, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	s.stopRebuild()
-	pace := newScanPacer()
-	if !pace.wait(nil) { // another build's turn
-		t.Fatal("no turn for the first scan")
-	}
-	f := newKeyFilter(filterCapacity(n))
-	stop := make(chan struct{})
-	result := make(chan error, 1)
-	var next []byte
-	go func() {
-		var err error
-		next, err = scanKeys(s.db, f, nil, stop, pace)
-		result <- err
-	}()
-	close(stop)
-	if err := <-result; err != errFilterStopped || f.added != 0 {
-		t.Fatalf("scan stopped while waiting for its turn: %v, %d keys added; want errFilterStopped and none", err, f.added)
-	}
-	pace.done()
-	if _, err := scanKeys(s.db, f, next, nil, pace); err != nil || f.added != n {
-		t.Fatalf("scan from %q after the turn came: %v, %d keys added, want %d", next, err, f.added, n)
+	for _, tc := range []struct {
+		name           string
+		block, unblock func(p *scanPacer)
+	}{
+		{"another scan's turn", func(p *scanPacer) { p.turn <- struct{}{} }, (*scanPacer).done},
+		{"a member holds the builds", (*scanPacer).hold, (*scanPacer).release},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := openStore(storeOnDisk(t, n), seenExpiry, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			s.stopRebuild()
+			pace := newScanPacer()
+			tc.block(pace)
+			f := newKeyFilter(filterCapacity(n))
+			stop := make(chan struct{})
+			result := make(chan error, 1)
+			var next []byte
+			go func() {
+				var err error
+				next, err = scanKeys(s.db, f, nil, stop, pace)
+				result <- err
+			}()
+			close(stop)
+			if err := <-result; err != errFilterStopped || f.added != 0 {
+				t.Fatalf("scan stopped while waiting: %v, %d keys added; want errFilterStopped and none", err, f.added)
+			}
+			tc.unblock(pace)
+			if _, err := scanKeys(s.db, f, next, nil, pace); err != nil || f.added != n {
+				t.Fatalf("scan from %q once unblocked: %v, %d keys added, want %d", next, err, f.added, n)
+			}
+		})
 	}
 }
 

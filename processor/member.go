@@ -67,8 +67,9 @@ type member struct {
 	// (session.go).
 	kept *keptStores
 	// scans paces the Processor's background key filter builds
-	// (scanpace.go).
-	scans *scanPacer
+	// (scanpace.go); holdingScans: this member holds them.
+	scans        *scanPacer
+	holdingScans atomic.Bool
 	// standby and strategy, with Config.StandbyReplicas: the Processor's
 	// standbys and this member's assignment strategy, which says which it
 	// holds (standby.go); lastProbe is the member's latest warm-up rejoin

@@ -1,6 +1,9 @@
 package processor
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // A worker restarted on 10M seen IDs opens its stores and builds their key
 // filters in the background (keyfilter.go): four scans of 830k keys each,
@@ -11,22 +14,46 @@ import "time"
 // store's filter is built its lookups read LevelDB, which is slower but
 // correct, so a build can wait and go slowly.
 //
-// scanPacer lets one background build of a Processor scan at a time, and
-// rests it after each chunk as long as the chunk took: the builds take at
-// most half a core between them, and the rest goes to processing. A
-// restore's own build (reserveKeys) is not paced: the restore waits for it.
+// scanPacer makes the background builds of a Processor wait while one of
+// its members is back from a rebalance and has not committed since, nor
+// found nothing to commit (held),
+// lets one build scan at a time, and rests it after each chunk as long as
+// the chunk took: the builds take at most half a core between them, and
+// none while partitions wait to process again. A restore's own build
+// (reserveKeys) is not paced: the restore waits for it.
 type scanPacer struct {
 	turn chan struct{}
+	held atomic.Int32 // members between a Setup and their first commit after it
 }
 
-// scanChunk is how many keys a paced build scans between rests: tens of
-// milliseconds.
-const scanChunk = 1 << 15
+const (
+	// scanChunk is how many keys a paced build scans between rests: tens
+	// of milliseconds.
+	scanChunk = 1 << 15
+	// heldPoll is how often a build waiting for the members looks again.
+	heldPoll = 50 * time.Millisecond
+)
 
 func newScanPacer() *scanPacer { return &scanPacer{turn: make(chan struct{}, 1)} }
 
-// wait takes the turn; false when stop was closed first.
+// hold makes the builds wait until release; a member holds them from its
+// Setup until its partitions are restored and it committed or had nothing
+// to commit, or its session ended.
+func (p *scanPacer) hold()    { p.held.Add(1) }
+func (p *scanPacer) release() { p.held.Add(-1) }
+
+// wait waits until no member holds the builds and takes the turn; false
+// when stop was closed first.
 func (p *scanPacer) wait(stop <-chan struct{}) bool {
+	for p.held.Load() > 0 {
+		t := time.NewTimer(heldPoll)
+		select {
+		case <-t.C:
+		case <-stop:
+			t.Stop()
+			return false
+		}
+	}
 	select {
 	case p.turn <- struct{}{}:
 		return true
@@ -47,5 +74,19 @@ func (p *scanPacer) rest(start time.Time, stop <-chan struct{}) bool {
 		return true
 	case <-stop:
 		return false
+	}
+}
+
+// holdScans makes the Processor's key filter builds wait until m released
+// them (releaseScans), once per session.
+func (m *member) holdScans() {
+	if m.scans != nil && m.holdingScans.CompareAndSwap(false, true) {
+		m.scans.hold()
+	}
+}
+
+func (m *member) releaseScans() {
+	if m.holdingScans.CompareAndSwap(true, false) {
+		m.scans.release()
 	}
 }

@@ -85,6 +85,7 @@ type partitionRestore struct {
 func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	m.hooks.Rebalanced()
 	m.ready.Store(false)
+	m.holdScans()
 	// Uncommitted records of moved partitions are dropped; the others' wait
 	// stops while the tables are restored (health.go).
 	m.health.restoring(time.Now(), sess.Claims())
@@ -249,6 +250,7 @@ func (m *member) own(t *partitionTable) {
 func (m *member) Cleanup(sess sarama.ConsumerGroupSession) error {
 	m.restoring.Wait()
 	m.ready.Store(false)
+	m.releaseScans()
 	m.rebalanceStart = time.Now()
 	if fenced := sessionFenced(sess.Context(), m.memberName, m.topo.Group); fenced != nil && m.fatal == nil {
 		// Set before Consume returns, so run never rejoins: a rejoin

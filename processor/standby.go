@@ -198,8 +198,9 @@ func (m *member) tail(ctx context.Context, t *standbyTask) {
 			// A restarted worker opened its standbys' stores and built their
 			// key filters while it restored its own partitions, and its
 			// restart paused those about 2 s longer than without standbys.
-			// A standby opened from disk waits for the member's restores.
-			if !m.awaitRestored(ctx) {
+			// A standby opened from disk waits until the member's own
+			// partitions process again.
+			if !m.awaitLive(ctx) {
 				return
 			}
 			path := TablePath(m.cfg.StateDir, m.tableTopic, t.p)
@@ -244,11 +245,12 @@ func (m *member) tail(ctx context.Context, t *standbyTask) {
 	}
 }
 
-// awaitRestored waits until every partition m claimed is restored (m.ready);
-// false when ctx ended first.
-func (m *member) awaitRestored(ctx context.Context) bool {
-	for !m.ready.Load() {
-		if !sleep(ctx, tailInterval) {
+// awaitLive waits until every partition m claimed is restored (m.ready)
+// and m committed since or had nothing to commit (it no longer holds the
+// key filter builds, scanpace.go); false when ctx ended first.
+func (m *member) awaitLive(ctx context.Context) bool {
+	for !m.ready.Load() || m.holdingScans.Load() {
+		if !sleep(ctx, heldPoll) {
 			return false
 		}
 	}
