@@ -15,12 +15,12 @@ import (
 // correct, so a build can wait and go slowly.
 //
 // scanPacer makes the background builds of a Processor wait while one of
-// its members is back from a rebalance and has not committed since, nor
-// found nothing to commit (held),
-// lets one build scan at a time, and rests it after each chunk as long as
-// the chunk took: the builds take at most half a core between them, and
-// none while partitions wait to process again. A restore's own build
-// (reserveKeys) is not paced: the restore waits for it.
+// its members is back from a rebalance and has neither committed since nor
+// found nothing to commit (held), lets one build scan at a time, and rests
+// it after each chunk as long as the chunk took: the builds take at most
+// half a core between them, and none while partitions wait to process
+// again. A restore's own build (reserveKeys) is not paced: the restore
+// waits for it.
 type scanPacer struct {
 	turn chan struct{}
 	held atomic.Int32 // members between a Setup and their first commit after it
