@@ -365,12 +365,7 @@ func TestScanKeysGoesOnWhereItStopped(t *testing.T) {
 		{"paced, stopped in a rest", scanChunk, newScanPacer()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := openStore(storeOnDisk(t, n), seenExpiry, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			s.stopRebuild()
+			s := unscannedStore(t, n)
 			f := newKeyFilter(filterCapacity(n))
 			stop := make(chan struct{})
 			next, err := scanKeys(&stopAfter{DB: s.db, k: tc.stopAt, stop: stop}, f, nil, stop, tc.pace)
@@ -395,6 +390,19 @@ func TestScanKeysGoesOnWhereItStopped(t *testing.T) {
 	}
 }
 
+// unscannedStore is a store of n keys on disk whose own key filter build
+// was stopped, for a test to scan it.
+func unscannedStore(t *testing.T, n int) *store {
+	t.Helper()
+	s, err := openStore(storeOnDisk(t, n), seenExpiry, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	s.stopRebuild()
+	return s
+}
+
 // A paced scan does not read a key while another scan holds the turn or a
 // member holds the builds (back from a rebalance, not committed since), and
 // one stopped while it waits goes on from where it would have started.
@@ -408,12 +416,7 @@ func TestPacedScanWaitsForItsTurn(t *testing.T) {
 		{"a member holds the builds", (*scanPacer).hold, (*scanPacer).release},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := openStore(storeOnDisk(t, n), seenExpiry, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			s.stopRebuild()
+			s := unscannedStore(t, n)
 			pace := newScanPacer()
 			tc.block(pace)
 			f := newKeyFilter(filterCapacity(n))
