@@ -85,14 +85,11 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 		return nil, err
 	}
 	cfg.secure = secure
-	partitions, err := prepareTopics(ctx, &cfg, topo)
+	partitions, maxRecord, unread, err := prepareTopics(ctx, &cfg, topo)
 	if err != nil {
 		return nil, err
 	}
-	var unread []string
-	if cfg.maxRecord, unread, err = recordLimit(ctx, &cfg, topo); err != nil {
-		return nil, err
-	}
+	cfg.maxRecord = maxRecord
 	if len(unread) > 0 {
 		cfg.Logger.Warn("no DescribeConfigs on these topics: records larger than their max.message.bytes would abort "+
 			"every transaction that holds them; grant DescribeConfigs so they are dead-lettered instead", "topics", unread)
@@ -120,17 +117,18 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	return p, nil
 }
 
-// prepareTopics checks the inputs and creates the topics the topology
-// writes, returning the inputs' partition count. A broker that is down, a
+// prepareTopics checks the inputs, creates the topics the topology
+// writes and reads their record limit (recordLimit), returning the inputs'
+// partition count. One admin client serves it all: a restarted worker
+// waits on these requests before it rejoins. A broker that is down, a
 // leader election or a controller that moved is waited out
 // (kafkautil.WithAdmin, up to kafkautil.StartupTimeout); a missing input
 // topic, a rejected topic config, inputs of different partition counts or
 // an existing table or loop topic that does not fit the group
 // (kafkautil.ErrTopicMismatch) fail at once.
-func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int32, error) {
+func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (parts int32, limit int, unread []string, err error) {
 	sc := adminConfig(cfg, "dedup-admin")
-	var parts int32
-	err := kafkautil.WithAdmin(ctx, cfg.Logger, "prepare topics", cfg.Brokers, sc,
+	err = kafkautil.WithAdmin(ctx, cfg.Logger, "prepare topics", cfg.Brokers, sc,
 		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
 			var err error
 			parts, err = kafkautil.EnsureGroupTopics(admin, kafkautil.GroupTopics{Inputs: topo.Inputs, Outputs: topo.Outputs,
@@ -139,9 +137,16 @@ func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (int3
 			if err != nil {
 				return err
 			}
-			return kafkautil.CheckGroup(admin, topo.Group)
+			if err := kafkautil.CheckGroup(admin, topo.Group); err != nil {
+				return err
+			}
+			limit, unread, err = readRecordLimit(admin, topo)
+			return err
 		})
-	return parts, err
+	if err == nil {
+		err = checkRecordLimit(limit)
+	}
+	return parts, limit, unread, err
 }
 
 // defaultMaxRecord is sarama's Producer.MaxMessageBytes, the limit when
@@ -157,24 +162,38 @@ const defaultMaxRecord = 1_000_000
 // the topics whose limit the worker may not read (no DescribeConfigs).
 func recordLimit(ctx context.Context, cfg *Config, topo *dedup.Topology) (limit int, unread []string, err error) {
 	sc := adminConfig(cfg, "dedup-admin")
-	limit = defaultMaxRecord
-	topics := append([]string{topo.DLQ, topo.TableTopic(), topo.LoopTopic()}, topo.Outputs...)
 	err = kafkautil.WithAdmin(ctx, cfg.Logger, "read max.message.bytes", cfg.Brokers, sc,
 		kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
-			smallest, skipped, err := kafkautil.MaxMessageBytes(admin, topics...)
-			if err != nil {
-				return err
-			}
-			unread = skipped
-			if smallest > 0 && smallest-kafkautil.BatchOverhead < limit {
-				limit = smallest - kafkautil.BatchOverhead
-			}
-			return nil
+			var err error
+			limit, unread, err = readRecordLimit(admin, topo)
+			return err
 		})
-	if err == nil && limit < 1024 {
-		err = fmt.Errorf("max.message.bytes %d of a topic the worker writes leaves no room for a record", limit+kafkautil.BatchOverhead)
+	if err == nil {
+		err = checkRecordLimit(limit)
 	}
 	return limit, unread, err
+}
+
+// readRecordLimit is recordLimit on an admin client the caller holds.
+func readRecordLimit(admin sarama.ClusterAdmin, topo *dedup.Topology) (limit int, unread []string, err error) {
+	topics := append([]string{topo.DLQ, topo.TableTopic(), topo.LoopTopic()}, topo.Outputs...)
+	smallest, unread, err := kafkautil.MaxMessageBytes(admin, topics...)
+	if err != nil {
+		return 0, nil, err
+	}
+	limit = defaultMaxRecord
+	if smallest > 0 && smallest-kafkautil.BatchOverhead < limit {
+		limit = smallest - kafkautil.BatchOverhead
+	}
+	return limit, unread, nil
+}
+
+// checkRecordLimit fails when limit leaves no room for a record.
+func checkRecordLimit(limit int) error {
+	if limit < 1024 {
+		return fmt.Errorf("max.message.bytes %d of a topic the worker writes leaves no room for a record", limit+kafkautil.BatchOverhead)
+	}
+	return nil
 }
 
 // HashPartition is the table partition of key when it was re-keyed through

@@ -77,6 +77,8 @@ func (c *cluster) serve(withInput, fenced bool) {
 		// kafkautil.CheckGroup: the group may be read.
 		"FindCoordinatorRequest": sarama.NewMockFindCoordinatorResponse(c.t).SetCoordinator(sarama.CoordinatorGroup, "g", c.live),
 		"DescribeGroupsRequest":  sarama.NewMockDescribeGroupsResponse(c.t).AddGroupDescription("g", &sarama.GroupDescription{GroupId: "g", State: "Dead"}),
+		// recordLimit: max.message.bytes of the topics written.
+		"DescribeConfigsRequest": sarama.NewMockDescribeConfigsResponse(c.t),
 	})
 }
 
@@ -117,13 +119,13 @@ func TestPrepareTopicsWaitsOutADeadBroker(t *testing.T) {
 	cfg := &Config{Brokers: []string{c.live.Addr()}, Replication: -1, Logger: slog.New(log)}
 
 	type result struct {
-		parts int32
-		err   error
+		parts, limit int
+		err          error
 	}
 	done := make(chan result, 1)
 	go func() {
-		parts, err := prepareTopics(context.Background(), cfg, testTopology())
-		done <- result{parts, err}
+		parts, limit, _, err := prepareTopics(context.Background(), cfg, testTopology())
+		done <- result{int(parts), limit, err}
 	}()
 
 	select {
@@ -146,6 +148,9 @@ func TestPrepareTopicsWaitsOutADeadBroker(t *testing.T) {
 	if r.parts != 3 {
 		t.Errorf("partitions = %d, want 3 (the input's)", r.parts)
 	}
+	if want := 1_000_000 - kafkautil.BatchOverhead; r.limit != want { // the mock's max.message.bytes
+		t.Errorf("record limit = %d, want %d", r.limit, want)
+	}
 	if want := []string{"g-dlq", "g-loop", "g-table", "out"}; !slices.Equal(c.created(), want) {
 		t.Errorf("created %v, want %v", c.created(), want)
 	}
@@ -160,7 +165,7 @@ func TestPrepareTopicsStopsWaitingWhenCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := prepareTopics(ctx, cfg, testTopology())
+		_, _, _, err := prepareTopics(ctx, cfg, testTopology())
 		done <- err
 	}()
 	select {
@@ -191,7 +196,7 @@ func TestPrepareTopicsFailsAtOnceWithoutInput(t *testing.T) {
 	cfg := &Config{Brokers: []string{c.live.Addr()}, Replication: -1, Logger: slog.New(log)}
 
 	start := time.Now()
-	_, err := prepareTopics(context.Background(), cfg, testTopology())
+	_, _, _, err := prepareTopics(context.Background(), cfg, testTopology())
 	if !errors.Is(err, kafkautil.ErrNoInputTopic) {
 		t.Fatalf("err = %v, want ErrNoInputTopic", err)
 	}

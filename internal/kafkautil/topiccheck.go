@@ -39,7 +39,12 @@ func checkCopartitioned(admin sarama.ClusterAdmin, t GroupTopics, topic string, 
 	if meta[0].Err != sarama.ErrNoError {
 		return fmt.Errorf("describe topic %q: %w", topic, meta[0].Err)
 	}
-	found := int32(len(meta[0].Partitions))
+	return copartitioned(t, topic, int32(len(meta[0].Partitions)), want)
+}
+
+// copartitioned fails with ErrTopicMismatch unless found, the partition
+// count of topic, is the inputs' (want).
+func copartitioned(t GroupTopics, topic string, found, want int32) error {
 	if found == want {
 		return nil
 	}

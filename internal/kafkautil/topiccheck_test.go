@@ -20,10 +20,13 @@ type topicsAdmin struct {
 	failCreate          map[string]error
 	configErr           sarama.KError // the table's error code in DescribeConfigs
 	created             []string
+	createCalls         int
+	describes           int
 	describedConfigs    int
 }
 
 func (a *topicsAdmin) CreateTopic(name string, d *sarama.TopicDetail, _ bool) error {
+	a.createCalls++
 	if err := a.failCreate[name]; err != nil {
 		return err
 	}
@@ -36,6 +39,7 @@ func (a *topicsAdmin) CreateTopic(name string, d *sarama.TopicDetail, _ bool) er
 }
 
 func (a *topicsAdmin) DescribeTopics(topics []string) ([]*sarama.TopicMetadata, error) {
+	a.describes++
 	var out []*sarama.TopicMetadata
 	for _, name := range topics {
 		m := &sarama.TopicMetadata{Name: name}
@@ -133,6 +137,21 @@ func TestEnsureGroupTopicsChecksExistingTopics(t *testing.T) {
 			}
 			t.Logf("%v", err)
 		})
+	}
+}
+
+// A worker restarted on a group whose topics all exist waits on as few
+// requests as possible before it joins: one DescribeTopics for every topic,
+// no CreateTopics, and the table's cleanup.policy.
+func TestEnsureGroupTopicsAsksOnceWhenAllExist(t *testing.T) {
+	a := &topicsAdmin{partitions: map[string]int32{"in": 3, "out": 12, "g-dlq": 3, "g-table": 3, "g-loop": 3},
+		policy: map[string]string{"g-table": "compact"}}
+	parts, err := EnsureGroupTopics(a, testGroupTopics, -1)
+	if err != nil || parts != 3 {
+		t.Fatalf("got %d partitions, err %v; want 3", parts, err)
+	}
+	if a.describes != 1 || a.createCalls != 0 || a.describedConfigs != 1 {
+		t.Fatalf("%d DescribeTopics, %d CreateTopic, %d DescribeConfigs; want 1, 0, 1", a.describes, a.createCalls, a.describedConfigs)
 	}
 }
 

@@ -4,6 +4,7 @@ package kafkautil
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -35,32 +36,78 @@ func EnsureTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int16) (
 }
 
 func ensureTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int16, grace time.Duration) (partitions int32, err error) {
+	partitions, _, err = ensureTopicsDescribed(admin, t, replication, grace)
+	return partitions, err
+}
+
+// ensureTopicsDescribed is ensureTopics, returning as well what one
+// DescribeTopics said of every topic of t at the start (known: the topics
+// that existed then), so that EnsureGroupTopics asks no more: a restarted
+// worker, whose topics all exist, waits on one request instead of one per
+// topic.
+func ensureTopicsDescribed(admin sarama.ClusterAdmin, t GroupTopics, replication int16, grace time.Duration) (partitions int32, known map[string]int32, err error) {
 	if len(t.Inputs) == 0 {
-		return 0, errors.New("no input topic")
+		return 0, nil, errors.New("no input topic")
+	}
+	known, described, err := describeTopics(admin, t.all())
+	if err != nil {
+		return 0, nil, err
 	}
 	deadline := time.Now().Add(grace)
 	counts := make([]int32, len(t.Inputs))
 	for i, input := range t.Inputs {
-		for {
-			counts[i], err = describeInput(admin, input)
-			if !errors.Is(err, ErrNoInputTopic) || !time.Now().Before(deadline) {
-				break
-			}
+		counts[i], err = inputCount(described[input], input)
+		for errors.Is(err, ErrNoInputTopic) && time.Now().Before(deadline) {
 			time.Sleep(min(250*time.Millisecond, time.Until(deadline))) // metadata reaching the other brokers
+			counts[i], err = describeInput(admin, input)
 		}
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	}
 	if err := checkInputsCopartitioned(t, counts); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	for _, topic := range append([]string{t.DLQ}, t.Outputs...) {
+		if _, ok := known[topic]; ok {
+			continue
+		}
 		if err := CreateTopic(admin, topic, counts[0], replication, nil); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	}
-	return counts[0], nil
+	return counts[0], known, nil
+}
+
+// all is every topic of t, each once.
+func (t GroupTopics) all() []string {
+	var out []string
+	for _, topic := range append(append(slices.Clone(t.Inputs), t.DLQ, t.Table, t.Loop), t.Outputs...) {
+		if topic != "" && !slices.Contains(out, topic) {
+			out = append(out, topic)
+		}
+	}
+	return out
+}
+
+// describeTopics asks for topics' metadata in one request: known maps the
+// topics the broker has to their partition counts, described holds every
+// answer by name. A topic the broker does not show, or shows with an error
+// (no Describe ACL, say), is not known: the caller goes the longer way for
+// it, as if this had not been asked.
+func describeTopics(admin sarama.ClusterAdmin, topics []string) (known map[string]int32, described map[string]*sarama.TopicMetadata, err error) {
+	meta, err := admin.DescribeTopics(topics)
+	if err != nil {
+		return nil, nil, fmt.Errorf("describe topics %q: %w", topics, err)
+	}
+	known, described = map[string]int32{}, map[string]*sarama.TopicMetadata{}
+	for _, m := range meta {
+		described[m.Name] = m
+		if m.Err == sarama.ErrNoError {
+			known[m.Name] = int32(len(m.Partitions))
+		}
+	}
+	return known, described, nil
 }
 
 // describeInput returns the input's partition count, ErrNoInputTopic when
@@ -70,13 +117,22 @@ func describeInput(admin sarama.ClusterAdmin, input string) (int32, error) {
 	if err != nil {
 		return 0, fmt.Errorf("describe topic %q: %w", input, err)
 	}
-	if len(meta) != 1 || errors.Is(meta[0].Err, sarama.ErrUnknownTopicOrPartition) {
+	if len(meta) != 1 {
+		return inputCount(nil, input)
+	}
+	return inputCount(meta[0], input)
+}
+
+// inputCount is the partition count in the input's metadata m, or
+// ErrNoInputTopic when the broker did not know it (m nil: not in the answer).
+func inputCount(m *sarama.TopicMetadata, input string) (int32, error) {
+	if m == nil || errors.Is(m.Err, sarama.ErrUnknownTopicOrPartition) {
 		return 0, fmt.Errorf("%w: %q (create it first; its partition count sets the worker's parallelism)", ErrNoInputTopic, input)
 	}
-	if meta[0].Err != sarama.ErrNoError {
-		return 0, fmt.Errorf("describe topic %q: %w", input, meta[0].Err)
+	if m.Err != sarama.ErrNoError {
+		return 0, fmt.Errorf("describe topic %q: %w", input, m.Err)
 	}
-	return int32(len(meta[0].Partitions)), nil
+	return int32(len(m.Partitions)), nil
 }
 
 // GroupTopics names the topics of one dedup consumer group, and the group
@@ -98,31 +154,39 @@ type GroupTopics struct {
 // compact, fail with ErrTopicMismatch naming the fix: the worker never
 // alters a topic it did not create.
 func EnsureGroupTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int16) (int32, error) {
-	parts, err := EnsureTopics(admin, t, replication)
+	parts, known, err := ensureTopicsDescribed(admin, t, replication, InputTopicGrace)
 	if err != nil {
 		return 0, err
 	}
-	existed, err := createTopic(admin, t.Table, parts, replication, map[string]string{"cleanup.policy": tableCleanupPolicy})
+	existed, err := ensureOwnTopic(admin, t, t.Table, parts, known, replication, map[string]string{"cleanup.policy": tableCleanupPolicy})
 	if err != nil {
 		return 0, err
 	}
 	if existed {
-		if err := checkCopartitioned(admin, t, t.Table, parts); err != nil {
-			return 0, err
-		}
 		if err := checkTablePolicy(admin, t); err != nil {
 			return 0, err
 		}
 	}
-	if existed, err = createTopic(admin, t.Loop, parts, replication, map[string]string{"retention.ms": "86400000"}); err != nil {
+	if _, err := ensureOwnTopic(admin, t, t.Loop, parts, known, replication, map[string]string{"retention.ms": "86400000"}); err != nil {
 		return 0, err
 	}
-	if existed {
-		if err := checkCopartitioned(admin, t, t.Loop, parts); err != nil {
-			return 0, err
-		}
-	}
 	return parts, nil
+}
+
+// ensureOwnTopic creates the table or loop topic unless it exists, and
+// checks the partition count of one that does (ErrTopicMismatch): from
+// known when it was described before, else asking again (another instance
+// created it a moment ago). existed says whether it did.
+func ensureOwnTopic(admin sarama.ClusterAdmin, t GroupTopics, topic string, parts int32, known map[string]int32,
+	replication int16, config map[string]string) (existed bool, err error) {
+	if n, ok := known[topic]; ok {
+		return true, copartitioned(t, topic, n, parts)
+	}
+	existed, err = createTopic(admin, topic, parts, replication, config)
+	if err != nil || !existed {
+		return existed, err
+	}
+	return true, checkCopartitioned(admin, t, topic, parts)
 }
 
 // CreateTopic creates a topic unless it exists.
