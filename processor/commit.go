@@ -57,6 +57,7 @@ func (e *applyError) Unwrap() error { return e.err }
 func (m *member) commit(sess sarama.ConsumerGroupSession) {
 	if m.committing != nil {
 		m.commitDue = true
+		m.releaseScansOnceResumed()
 		return
 	}
 	m.startCommit(sess)
@@ -91,9 +92,7 @@ func (m *member) startCommit(sess sarama.ConsumerGroupSession) {
 		return
 	}
 	if !m.txn.dirty {
-		if m.ready.Load() {
-			m.releaseScans() // restored, and nothing waits to be processed
-		}
+		m.releaseScansOnceResumed()
 		return
 	}
 	pc := &pendingCommit{txn: m.txn, start: time.Now(), records: m.txn.sent, done: make(chan error, 1)}
@@ -195,9 +194,8 @@ func (m *member) committed(pc *pendingCommit, err error) bool {
 		m.reportTable(ss.p, ss.t.store)
 	}
 	m.health.committed(time.Now(), pc.start, pc.txn.offsets, m.txn.offsets)
-	if m.ready.Load() {
-		m.releaseScans() // every partition processes again
-	}
+	m.resume.committed(pc.txn.offsets)
+	m.releaseScansOnceResumed()
 	m.hooks.TxnCommitted(time.Since(pc.start), pc.txn.sent)
 	return true
 }

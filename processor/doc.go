@@ -38,7 +38,7 @@
 // a few at once, and returns. A restore takes the kept store, or opens the
 // partition's LevelDB store (its key filter is built by a scan of every
 // stored key, in the background once the member's partitions process again,
-// one store at a time: scanpace.go), and reads the changelog read_committed
+// one store at a time: scanpace.go, resume.go), and reads the changelog read_committed
 // from the offset the store recorded up to the log end: for a kept store
 // that is nothing, or what another member committed while this one was cut
 // off. A store whose recorded offset is outside the log is wiped and

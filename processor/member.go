@@ -70,6 +70,12 @@ type member struct {
 	// (scanpace.go); holdingScans: this member holds them.
 	scans        *scanPacer
 	holdingScans atomic.Bool
+	// preopened is closed once the stores noted for the Processor's members
+	// are open (preopen.go); nil: none are opened at start.
+	preopened chan struct{}
+	// resume is which claimed partitions have not processed again since
+	// Setup; the hold on the background work ends with it (resume.go).
+	resume resumeWatch
 	// standby and strategy, with Config.StandbyReplicas: the Processor's
 	// standbys and this member's assignment strategy, which says which it
 	// holds (standby.go); lastProbe is the member's latest warm-up rejoin
@@ -237,6 +243,7 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 	if !r.ok {
 		return nil // the restore failed and ended the session
 	}
+	m.resume.started(claim, progress)
 	for {
 		var batch []inbound
 		select {
