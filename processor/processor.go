@@ -267,14 +267,6 @@ func (p *Processor) run(ctx context.Context) error {
 	defer p.close()
 	errs := make([]error, len(p.members))
 	var wg sync.WaitGroup
-	// The stores the members had open before a restart open while their
-	// producers start and they join (preopen.go); each member waits for them
-	// in its first Setup and before it closes its stores.
-	preopened := make(chan struct{})
-	for _, m := range p.members {
-		m.preopened = preopened
-	}
-	go p.preopen(preopened)
 	for i, m := range p.members {
 		wg.Add(1)
 		go func() {
