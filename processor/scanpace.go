@@ -15,15 +15,15 @@ import (
 // correct, so a build can wait and go slowly.
 //
 // scanPacer makes the background builds of a Processor wait while one of
-// its members is back from a rebalance and has neither committed since nor
-// found nothing to commit (held), lets one build scan at a time, and rests
+// its members is back from a rebalance and not every partition it claimed
+// processes again (held, resume.go), lets one build scan at a time, and rests
 // it after each chunk as long as the chunk took: the builds take at most
 // half a core between them, and none while partitions wait to process
 // again. A restore's own build (reserveKeys) is not paced: the restore
 // waits for it.
 type scanPacer struct {
 	turn chan struct{}
-	held atomic.Int32 // members between a Setup and their first commit after it
+	held atomic.Int32 // members between a Setup and their partitions' resumption
 }
 
 const (
@@ -37,8 +37,8 @@ const (
 func newScanPacer() *scanPacer { return &scanPacer{turn: make(chan struct{}, 1)} }
 
 // hold makes the builds wait until release; a member holds them from its
-// Setup until its partitions are restored and it committed or had nothing
-// to commit, or its session ended.
+// Setup until its partitions are restored and each one was in a commit or
+// has nothing to process (resume.go), or its session ended.
 func (p *scanPacer) hold()    { p.held.Add(1) }
 func (p *scanPacer) release() { p.held.Add(-1) }
 

@@ -246,8 +246,8 @@ func (m *member) tail(ctx context.Context, t *standbyTask) {
 }
 
 // awaitLive waits until every partition m claimed is restored (m.ready)
-// and m committed since or had nothing to commit (it no longer holds the
-// key filter builds, scanpace.go); false when ctx ended first.
+// and processes again (it no longer holds the key filter builds,
+// scanpace.go, resume.go); false when ctx ended first.
 func (m *member) awaitLive(ctx context.Context) bool {
 	for !m.ready.Load() || m.holdingScans.Load() {
 		if !sleep(ctx, heldPoll) {
