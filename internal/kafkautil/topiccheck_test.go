@@ -239,7 +239,7 @@ func TestEnsureGroupTopicsWithSeveralInputs(t *testing.T) {
 	}
 	t.Run("a missing input is named", func(t *testing.T) {
 		a := &topicsAdmin{partitions: map[string]int32{"in": 3}}
-		_, err := ensureTopics(a, two, -1, 0)
+		_, _, err := ensureTopics(a, two, -1, 0)
 		if !errors.Is(err, ErrNoInputTopic) || !strings.Contains(err.Error(), `"in-retry"`) {
 			t.Fatalf("err %v, want ErrNoInputTopic naming in-retry", err)
 		}

@@ -19,7 +19,7 @@ var ErrNoInputTopic = errors.New("input topic does not exist")
 // default", needs 2.4).
 var SaramaVersion = sarama.V2_8_0_0
 
-// InputTopicGrace is how long EnsureTopics keeps asking for an input topic that
+// InputTopicGrace is how long EnsureGroupTopics keeps asking for an input topic that
 // the broker says does not exist. A topic created a moment ago is known to
 // the broker that created it before the others have its metadata: a worker
 // deployed right after `kafka-topics --create` on a multi-broker cluster
@@ -27,25 +27,14 @@ var SaramaVersion = sarama.V2_8_0_0
 // with "input topic does not exist".
 const InputTopicGrace = 5 * time.Second
 
-// EnsureTopics checks that every input of t exists and that all have one
+// ensureTopics checks that every input of t exists and that all have one
 // partition count, and creates the dead-letter and output topics that are
 // missing with that count and the broker's default replication factor when
-// replication is -1.
-func EnsureTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int16) (partitions int32, err error) {
-	return ensureTopics(admin, t, replication, InputTopicGrace)
-}
-
-func ensureTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int16, grace time.Duration) (partitions int32, err error) {
-	partitions, _, err = ensureTopicsDescribed(admin, t, replication, grace)
-	return partitions, err
-}
-
-// ensureTopicsDescribed is ensureTopics, returning as well what one
-// DescribeTopics said of every topic of t at the start (known: the topics
-// that existed then), so that EnsureGroupTopics asks no more: a restarted
-// worker, whose topics all exist, waits on one request instead of one per
-// topic.
-func ensureTopicsDescribed(admin sarama.ClusterAdmin, t GroupTopics, replication int16, grace time.Duration) (partitions int32, known map[string]int32, err error) {
+// replication is -1. It returns as well what one DescribeTopics said of
+// every topic of t at the start (known: the topics that existed then), so
+// that EnsureGroupTopics asks no more: a restarted worker, whose topics all
+// exist, waits on one request instead of one per topic.
+func ensureTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int16, grace time.Duration) (partitions int32, known map[string]int32, err error) {
 	if len(t.Inputs) == 0 {
 		return 0, nil, errors.New("no input topic")
 	}
@@ -154,7 +143,7 @@ type GroupTopics struct {
 // compact, fail with ErrTopicMismatch naming the fix: the worker never
 // alters a topic it did not create.
 func EnsureGroupTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int16) (int32, error) {
-	parts, known, err := ensureTopicsDescribed(admin, t, replication, InputTopicGrace)
+	parts, known, err := ensureTopics(admin, t, replication, InputTopicGrace)
 	if err != nil {
 		return 0, err
 	}

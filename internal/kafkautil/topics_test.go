@@ -51,7 +51,7 @@ func TestEnsureTopicsWaitsForANewInputTopicsMetadata(t *testing.T) {
 			func(n int) bool { return n == 1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			parts, err := ensureTopics(tc.admin, GroupTopics{Inputs: []string{"in"}, Outputs: []string{"out"}, DLQ: "dlq"}, -1, grace)
+			parts, _, err := ensureTopics(tc.admin, GroupTopics{Inputs: []string{"in"}, Outputs: []string{"out"}, DLQ: "dlq"}, -1, grace)
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("err %v, want %v", err, tc.wantErr)
