@@ -57,7 +57,6 @@ func (e *applyError) Unwrap() error { return e.err }
 func (m *member) commit(sess sarama.ConsumerGroupSession) {
 	if m.committing != nil {
 		m.commitDue = true
-		m.releaseScansOnceResumed()
 		return
 	}
 	m.startCommit(sess)
@@ -92,7 +91,6 @@ func (m *member) startCommit(sess sarama.ConsumerGroupSession) {
 		return
 	}
 	if !m.txn.dirty {
-		m.releaseScansOnceResumed()
 		return
 	}
 	pc := &pendingCommit{txn: m.txn, start: time.Now(), records: m.txn.sent, done: make(chan error, 1)}
@@ -194,8 +192,10 @@ func (m *member) committed(pc *pendingCommit, err error) bool {
 		m.reportTable(ss.p, ss.t.store)
 	}
 	m.health.committed(time.Now(), pc.start, pc.txn.offsets, m.txn.offsets)
-	m.resume.committed(pc.txn.offsets)
-	m.releaseScansOnceResumed()
+	if m.holdingScans.Load() { // once released, nothing reads it until the next Setup
+		m.resume.committed(pc.txn.offsets)
+		m.releaseScansOnceResumed()
+	}
 	m.hooks.TxnCommitted(time.Since(pc.start), pc.txn.sent)
 	return true
 }

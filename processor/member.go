@@ -335,6 +335,7 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 				sweepMore = m.sweep(time.Now())
 			}
 			m.commit(sess)
+			m.releaseScansOnceResumed()
 		case <-sweepTick.C:
 			if !m.failed {
 				sweepMore = m.sweep(time.Now())

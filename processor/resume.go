@@ -100,7 +100,8 @@ func (w *resumeWatch) resumed(now time.Time) bool {
 }
 
 // releaseScansOnceResumed ends m's hold on the background work once its
-// partitions resumed. The loop calls it after each commit and on each tick.
+// partitions resumed. The loop calls it after each commit and on each commit
+// tick (an idle partition resumes without a commit).
 func (m *member) releaseScansOnceResumed() {
 	if m.holdingScans.Load() && m.ready.Load() && m.resume.resumed(time.Now()) {
 		m.releaseScans()

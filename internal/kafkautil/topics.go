@@ -31,21 +31,21 @@ const InputTopicGrace = 5 * time.Second
 // partition count, and creates the dead-letter and output topics that are
 // missing with that count and the broker's default replication factor when
 // replication is -1. It returns as well what one DescribeTopics said of
-// every topic of t at the start (known: the topics that existed then), so
+// every topic of t at the start (meta), so
 // that EnsureGroupTopics asks no more: a restarted worker, whose topics all
 // exist, waits on one request instead of one per topic.
-func ensureTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int16, grace time.Duration) (partitions int32, known map[string]int32, err error) {
+func ensureTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int16, grace time.Duration) (partitions int32, meta map[string]*sarama.TopicMetadata, err error) {
 	if len(t.Inputs) == 0 {
 		return 0, nil, errors.New("no input topic")
 	}
-	known, described, err := describeTopics(admin, t.all())
+	meta, err = describeTopics(admin, t.all())
 	if err != nil {
 		return 0, nil, err
 	}
 	deadline := time.Now().Add(grace)
 	counts := make([]int32, len(t.Inputs))
 	for i, input := range t.Inputs {
-		counts[i], err = inputCount(described[input], input)
+		counts[i], err = inputCount(meta[input], input)
 		for errors.Is(err, ErrNoInputTopic) && time.Now().Before(deadline) {
 			time.Sleep(min(250*time.Millisecond, time.Until(deadline))) // metadata reaching the other brokers
 			counts[i], err = describeInput(admin, input)
@@ -58,14 +58,14 @@ func ensureTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int16, g
 		return 0, nil, err
 	}
 	for _, topic := range append([]string{t.DLQ}, t.Outputs...) {
-		if _, ok := known[topic]; ok {
+		if _, ok := partitionsIn(meta, topic); ok {
 			continue
 		}
 		if err := CreateTopic(admin, topic, counts[0], replication, nil); err != nil {
 			return 0, nil, err
 		}
 	}
-	return counts[0], known, nil
+	return counts[0], meta, nil
 }
 
 // all is every topic of t, each once.
@@ -79,24 +79,29 @@ func (t GroupTopics) all() []string {
 	return out
 }
 
-// describeTopics asks for topics' metadata in one request: known maps the
-// topics the broker has to their partition counts, described holds every
-// answer by name. A topic the broker does not show, or shows with an error
-// (no Describe ACL, say), is not known: the caller goes the longer way for
-// it, as if this had not been asked.
-func describeTopics(admin sarama.ClusterAdmin, topics []string) (known map[string]int32, described map[string]*sarama.TopicMetadata, err error) {
-	meta, err := admin.DescribeTopics(topics)
+// describeTopics asks for topics' metadata in one request and returns each
+// answer by topic name.
+func describeTopics(admin sarama.ClusterAdmin, topics []string) (map[string]*sarama.TopicMetadata, error) {
+	answers, err := admin.DescribeTopics(topics)
 	if err != nil {
-		return nil, nil, fmt.Errorf("describe topics %q: %w", topics, err)
+		return nil, fmt.Errorf("describe topics %q: %w", topics, err)
 	}
-	known, described = map[string]int32{}, map[string]*sarama.TopicMetadata{}
-	for _, m := range meta {
-		described[m.Name] = m
-		if m.Err == sarama.ErrNoError {
-			known[m.Name] = int32(len(m.Partitions))
-		}
+	meta := make(map[string]*sarama.TopicMetadata, len(answers))
+	for _, m := range answers {
+		meta[m.Name] = m
 	}
-	return known, described, nil
+	return meta, nil
+}
+
+// partitionsIn is topic's partition count in meta; false when the broker
+// did not show it, or showed it with an error (no Describe ACL, say): the
+// caller then goes the longer way for it, as if it had not been asked.
+func partitionsIn(meta map[string]*sarama.TopicMetadata, topic string) (int32, bool) {
+	m := meta[topic]
+	if m == nil || m.Err != sarama.ErrNoError {
+		return 0, false
+	}
+	return int32(len(m.Partitions)), true
 }
 
 // describeInput returns the input's partition count, ErrNoInputTopic when
@@ -143,11 +148,11 @@ type GroupTopics struct {
 // compact, fail with ErrTopicMismatch naming the fix: the worker never
 // alters a topic it did not create.
 func EnsureGroupTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int16) (int32, error) {
-	parts, known, err := ensureTopics(admin, t, replication, InputTopicGrace)
+	parts, meta, err := ensureTopics(admin, t, replication, InputTopicGrace)
 	if err != nil {
 		return 0, err
 	}
-	existed, err := ensureOwnTopic(admin, t, t.Table, parts, known, replication, map[string]string{"cleanup.policy": tableCleanupPolicy})
+	existed, err := ensureOwnTopic(admin, t, t.Table, parts, meta, replication, map[string]string{"cleanup.policy": tableCleanupPolicy})
 	if err != nil {
 		return 0, err
 	}
@@ -156,7 +161,7 @@ func EnsureGroupTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int
 			return 0, err
 		}
 	}
-	if _, err := ensureOwnTopic(admin, t, t.Loop, parts, known, replication, map[string]string{"retention.ms": "86400000"}); err != nil {
+	if _, err := ensureOwnTopic(admin, t, t.Loop, parts, meta, replication, map[string]string{"retention.ms": "86400000"}); err != nil {
 		return 0, err
 	}
 	return parts, nil
@@ -164,11 +169,11 @@ func EnsureGroupTopics(admin sarama.ClusterAdmin, t GroupTopics, replication int
 
 // ensureOwnTopic creates the table or loop topic unless it exists, and
 // checks the partition count of one that does (ErrTopicMismatch): from
-// known when it was described before, else asking again (another instance
+// meta when it was described before, else asking again (another instance
 // created it a moment ago). existed says whether it did.
-func ensureOwnTopic(admin sarama.ClusterAdmin, t GroupTopics, topic string, parts int32, known map[string]int32,
+func ensureOwnTopic(admin sarama.ClusterAdmin, t GroupTopics, topic string, parts int32, meta map[string]*sarama.TopicMetadata,
 	replication int16, config map[string]string) (existed bool, err error) {
-	if n, ok := known[topic]; ok {
+	if n, ok := partitionsIn(meta, topic); ok {
 		return true, copartitioned(t, topic, n, parts)
 	}
 	existed, err = createTopic(admin, topic, parts, replication, config)
