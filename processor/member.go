@@ -70,6 +70,9 @@ type member struct {
 	// (scanpace.go); holdingScans: this member holds them.
 	scans        *scanPacer
 	holdingScans atomic.Bool
+	// preopened is closed once the stores noted for the Processor's members
+	// are open (preopen.go); nil: none are opened at start.
+	preopened chan struct{}
 	// resume is which claimed partitions have not processed again since
 	// Setup; the hold on the background work ends with it (resume.go).
 	resume resumeWatch

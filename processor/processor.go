@@ -267,6 +267,9 @@ func (p *Processor) run(ctx context.Context) error {
 	defer p.close()
 	errs := make([]error, len(p.members))
 	var wg sync.WaitGroup
+	// The stores the members had open before a restart open while their
+	// producers start and they join (preopen.go).
+	p.startPreopen()
 	for i, m := range p.members {
 		wg.Add(1)
 		go func() {

@@ -75,9 +75,11 @@ type partitionRestore struct {
 	// store is the partition's store: kept or opened, then restored; nil
 	// when it was closed after a failure.
 	store *store
-	ok    bool  // restored and handed to the loop
-	n     int64 // changelog records read
-	err   error // why the restore ended without ok
+	// opened: the store was opened at start (preopen.go), not kept.
+	opened bool
+	ok     bool  // restored and handed to the loop
+	n      int64 // changelog records read
+	err    error // why the restore ended without ok
 }
 
 // Setup starts the session: the loop, and a restore for each claimed
@@ -92,6 +94,8 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	m.health.restoring(time.Now(), sess.Claims())
 	claimed := claimedPartitions(sess.Claims())
 	m.owned.Store(int32(len(claimed)))
+	m.saveClaimed(claimed)
+	m.awaitPreopen(sess.Context().Done())
 	if m.standby != nil {
 		standbys, warmups := m.strategy.Assigned()
 		m.standby.reconcile(m, standbys, claimed)
@@ -137,7 +141,8 @@ func (m *member) startRestores(sess sarama.ConsumerGroupSession, claimed []int32
 	ctx := sess.Context()
 	m.restoring.Add(len(claimed) + 1)
 	for _, p := range claimed {
-		r := &partitionRestore{p: p, done: make(chan struct{}), store: m.kept.take(p)}
+		r := &partitionRestore{p: p, done: make(chan struct{})}
+		r.store, r.opened = m.kept.take(p)
 		m.restores[p] = r
 		go func() {
 			defer m.restoring.Done()
@@ -190,8 +195,8 @@ func (m *member) restorePartition(sess sarama.ConsumerGroupSession, r *partition
 	if r.store == nil && m.standby != nil {
 		r.store = m.standby.take(r.p)
 	}
-	kept := r.store != nil
-	if !kept {
+	kept := r.store != nil && !r.opened
+	if r.store == nil {
 		path := TablePath(m.cfg.StateDir, m.topo.TableTopic(), r.p)
 		s, damage, err := openOrWipe(path, seenExpiry, m.scans)
 		if damage != nil {
@@ -306,6 +311,7 @@ func (m *member) keepStores() {
 
 // closeKept closes the stores the member kept, when run returns.
 func (m *member) closeKept() {
+	m.awaitPreopen(nil) // its stores are m's to close too
 	if m.kept != nil {
 		m.kept.closeUnclaimed(m, nil)
 	}
@@ -328,18 +334,22 @@ type keptStores struct {
 type keptStore struct {
 	s  *store
 	by *member
+	// opened: opened at start for the partitions by noted (preopen.go),
+	// not kept from a session of by's.
+	opened bool
 }
 
-// take removes and returns partition p's kept store; nil when none.
-func (k *keptStores) take(p int32) *store {
+// take removes and returns partition p's kept store, nil when none, and
+// whether it was opened at start rather than kept from a session.
+func (k *keptStores) take(p int32) (s *store, opened bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	ks, ok := k.stores[p]
 	if !ok {
-		return nil
+		return nil, false
 	}
 	delete(k.stores, p)
-	return ks.s
+	return ks.s, ks.opened
 }
 
 // put keeps partition p's store, kept by m.
@@ -350,6 +360,16 @@ func (k *keptStores) put(m *member, p int32, s *store) {
 		k.stores = map[int32]keptStore{}
 	}
 	k.stores[p] = keptStore{s: s, by: m}
+}
+
+// putOpened keeps partition p's store, opened at start for m.
+func (k *keptStores) putOpened(m *member, p int32, s *store) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.stores == nil {
+		k.stores = map[int32]keptStore{}
+	}
+	k.stores[p] = keptStore{s: s, by: m, opened: true}
 }
 
 // closeUnclaimed closes the stores m kept whose partitions are not in

@@ -149,8 +149,8 @@ func (st *standbyTasks) reconcile(m *member, want, claimed []int32) {
 			t.by = m // another member of this process held it
 			continue
 		}
-		kept := m.kept.take(p)
-		if kept != nil {
+		kept, opened := m.kept.take(p)
+		if kept != nil && !opened {
 			// Its owner until now: the partition is not its own any more.
 			m.hooks.PartitionRevoked(p)
 		}
