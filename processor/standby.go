@@ -115,30 +115,21 @@ func (st *standbyTasks) caughtUp(ps []int32) bool {
 	return true
 }
 
-// reconcile makes m's standbys those of want. A standby m no longer holds
-// is stopped: its store is kept for m when m now owns the partition
-// (claimed), else closed. A new standby starts from the store m kept of a
-// partition it owned, else from disk.
+// reconcile makes m's standbys those of want. It runs in Setup, while the
+// group waits for the member's partitions, so it waits for no standby: one
+// m no longer holds is stopped and its store closed in the background (a
+// standby that is opening its store, catching up or waiting on a fetch can
+// take a second to stop). A standby of a partition m now owns (claimed)
+// is left for the partition's restore to take, store and all (take). A new
+// standby starts from the store m kept of a partition it owned, else from
+// disk.
 func (st *standbyTasks) reconcile(m *member, want, claimed []int32) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	var stopped []*standbyTask
 	for p, t := range st.tasks {
-		if t.by == m && !slices.Contains(want, p) {
-			t.cancel()
-			stopped = append(stopped, t)
+		if t.by == m && !slices.Contains(want, p) && !slices.Contains(claimed, p) {
 			delete(st.tasks, p)
-		}
-	}
-	for _, t := range stopped {
-		<-t.done
-		m.hooks.StandbyLag(t.p, -1)
-		switch {
-		case t.store == nil:
-		case slices.Contains(claimed, t.p):
-			m.kept.put(m, t.p, t.store)
-		default:
-			m.closeStore(t.p, t.store)
+			st.stopLocked(m, t)
 		}
 	}
 	for _, p := range want {
@@ -162,6 +153,24 @@ func (st *standbyTasks) reconcile(m *member, want, claimed []int32) {
 	}
 }
 
+// stopLocked stops standby t, which is no longer in st.tasks, and closes
+// its store once its goroutine ended, in the background (keptStores.closeLater);
+// st.mu is held.
+func (st *standbyTasks) stopLocked(m *member, t *standbyTask) {
+	t.cancel()
+	m.kept.closeLater(t.p, func() {
+		<-t.done
+		if t.store != nil {
+			m.closeStore(t.p, t.store)
+		}
+		st.mu.Lock()
+		if st.tasks[t.p] == nil { // else a new standby of t.p reports its own lag
+			m.hooks.StandbyLag(t.p, -1)
+		}
+		st.mu.Unlock()
+	})
+}
+
 // take stops partition p's standby and returns its store for the member
 // that now owns p; nil when there is none.
 func (st *standbyTasks) take(p int32) *store {
@@ -182,9 +191,11 @@ func (st *standbyTasks) take(p int32) *store {
 	return t.store
 }
 
-// closeAll stops m's standbys and closes their stores, when m stops.
+// closeAll stops m's standbys and waits until their stores are closed,
+// when m stops.
 func (st *standbyTasks) closeAll(m *member) {
 	st.reconcile(m, nil, nil)
+	m.kept.waitClosed()
 }
 
 // tail opens (unless kept) and follows partition t.p's changelog until
@@ -200,7 +211,7 @@ func (m *member) tail(ctx context.Context, t *standbyTask) {
 			// restart paused those about 2 s longer than without standbys.
 			// A standby opened from disk waits until the member's own
 			// partitions process again.
-			if !m.awaitLive(ctx) {
+			if !m.awaitLive(ctx) || !m.kept.awaitClosed(ctx, t.p) {
 				return
 			}
 			path := TablePath(m.cfg.StateDir, m.tableTopic, t.p)

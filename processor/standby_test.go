@@ -1,0 +1,104 @@
+package processor
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/dedupkit/dedup"
+)
+
+// reconcile runs in Setup while the group waits: it must not wait for a
+// standby to stop. An open of the stopped standby's partition waits until
+// its store is closed, and a standby of a partition the member now owns is
+// left for the restore to take.
+func TestReconcileStopsStandbysWithoutWaiting(t *testing.T) {
+	state := t.TempDir()
+	topo := &dedup.Topology{Group: "g"}
+	m := &member{cfg: &Config{StateDir: state}, topo: topo, tableTopic: topo.TableTopic(), kept: &keptStores{},
+		hooks: NopHooks{}, log: slog.New(slog.DiscardHandler)}
+	st := newStandbyTasks()
+	m.standby = st
+	task := func(p int32) *standbyTask {
+		s, err := openStore(TablePath(state, topo.TableTopic(), p), seenExpiry, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.stopRebuild()
+		_, cancel := context.WithCancel(context.Background())
+		t := &standbyTask{p: p, by: m, cancel: cancel, done: make(chan struct{}), store: s}
+		st.tasks[p] = t
+		return t
+	}
+	stopped, owned := task(1), task(2) // neither goroutine ends until the test says so
+
+	reconciled := make(chan struct{})
+	go func() {
+		st.reconcile(m, nil, []int32{2})
+		close(reconciled)
+	}()
+	select {
+	case <-reconciled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("reconcile waited for a standby to stop")
+	}
+	if st.tasks[1] != nil || st.tasks[2] != owned {
+		t.Fatalf("tasks after reconcile: %v; want partition 1 stopped and 2 left for its restore", st.tasks)
+	}
+
+	opened := make(chan bool)
+	go func() { opened <- m.kept.awaitClosed(context.Background(), 1) }()
+	select {
+	case <-opened:
+		t.Fatal("an open of partition 1 went ahead while its stopped standby still held the store")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(stopped.done) // the standby's goroutine ends; its store is closed next
+	if !<-opened {
+		t.Fatal("awaitClosed: false without a cancelled context")
+	}
+	s, err := openStore(TablePath(state, topo.TableTopic(), 1), seenExpiry, nil)
+	if err != nil {
+		t.Fatalf("partition 1's store is still open after awaitClosed: %v", err)
+	}
+	s.Close()
+
+	close(owned.done)
+	if got := st.take(2); got != owned.store {
+		t.Fatalf("take(2) = %p, want the standby's store %p", got, owned.store)
+	}
+	owned.store.Close()
+	st.closeAll(m)
+	if len(m.kept.closing) != 0 {
+		t.Fatalf("closes running after closeAll: %v", m.kept.closing)
+	}
+}
+
+// A close of a partition's store counts as done only once every earlier
+// close of that partition ended: the later one may concern a standby that
+// never opened the store because the earlier close still held it.
+func TestCloseLaterChainsClosesOfOnePartition(t *testing.T) {
+	k := &keptStores{}
+	first, second := make(chan struct{}), make(chan struct{})
+	k.closeLater(3, func() { <-first })
+	k.closeLater(3, func() { close(second) })
+	<-second // the second close's work ended
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if k.awaitClosed(ctx, 3) {
+		t.Fatal("partition 3 counted as closed while its first close still ran")
+	}
+	if !k.awaitClosed(context.Background(), 4) {
+		t.Fatal("partition 4, never closed, must not wait")
+	}
+	close(first)
+	if !k.awaitClosed(context.Background(), 3) {
+		t.Fatal("awaitClosed: false without a cancelled context")
+	}
+	k.waitClosed()
+	if len(k.closing) != 0 {
+		t.Fatalf("closes left after waitClosed: %v", k.closing)
+	}
+}
