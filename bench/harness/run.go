@@ -75,7 +75,10 @@ func (l *LatencyResult) Percentile(q float64) time.Duration {
 
 // Report is everything one benchmark run measured.
 type Report struct {
-	Config    Config
+	Config Config
+	// Commit is the checkout's git describe at the start (before the run
+	// writes its doc and charts, which would mark it dirty).
+	Commit    string
 	RunID     string
 	Started   time.Time
 	Finished  time.Time
@@ -113,7 +116,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	b := make([]byte, 3)
 	rand.Read(b)
 	h := &harness{cfg: cfg, runID: hex.EncodeToString(b), brokerPID: brokerPID(cfg.KafkaData)}
-	rep := &Report{Config: cfg, RunID: h.runID, Started: time.Now(), Versions: map[string]string{}}
+	rep := &Report{Config: cfg, Commit: gitCommit(), RunID: h.runID, Started: time.Now(), Versions: map[string]string{}}
 	rep.Machine = describeMachine(cfg.KafkaData)
 	var err error
 	if h.admin, err = newAdmin(cfg.Brokers); err != nil {
