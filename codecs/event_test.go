@@ -2,6 +2,7 @@ package codecs
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -278,4 +279,40 @@ func hasRepeatedEnvelopeMember(t *testing.T, value []byte) bool {
 		}
 	}
 	return false
+}
+
+// TestHasSpecialByte compares the eight-bytes-at-once check with the byte
+// table it stands for: every byte value at every position among plain
+// filler, then every pair of byte values at two positions, where the borrow
+// of one byte's subtraction reaches the next.
+func TestHasSpecialByte(t *testing.T) {
+	word := func(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+	special := func(b []byte) bool {
+		for _, c := range b {
+			if !plainStringByte[c] {
+				return true
+			}
+		}
+		return false
+	}
+	for c := 0; c < 256; c++ {
+		for pos := 0; pos < 8; pos++ {
+			b := []byte("abcdefgh")
+			b[pos] = byte(c)
+			if got, want := hasSpecialByte(word(b)), special(b); got != want {
+				t.Fatalf("%q: hasSpecialByte %v, byte table %v", b, got, want)
+			}
+		}
+	}
+	for c1 := 0; c1 < 256; c1++ {
+		for c2 := 0; c2 < 256; c2++ {
+			for _, pos := range [][2]int{{0, 1}, {3, 4}, {6, 7}, {0, 7}} {
+				b := []byte{0xff, 0x80, 0x21, 0x5d, 0x23, 0x7f, 0x20, 0xc3}
+				b[pos[0]], b[pos[1]] = byte(c1), byte(c2)
+				if got, want := hasSpecialByte(word(b)), special(b); got != want {
+					t.Fatalf("% x: hasSpecialByte %v, byte table %v", b, got, want)
+				}
+			}
+		}
+	}
 }

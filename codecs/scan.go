@@ -1,6 +1,7 @@
 package codecs
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 )
@@ -170,9 +171,16 @@ func (s *scanner) string() (escaped bool, err error) {
 	for s.i < len(s.data) {
 		// Most bytes of a string stand for themselves: skip them in a
 		// tight loop before looking at the one that does not.
-		for s.i < len(s.data) && plainStringByte[s.data[s.i]] {
-			s.i++
+		// Eight bytes at a time while none of them is special, then byte by
+		// byte; locals, not s.i, so the compiler keeps them in registers.
+		data, i := s.data, s.i
+		for i+8 <= len(data) && !hasSpecialByte(binary.LittleEndian.Uint64(data[i:])) {
+			i += 8
 		}
+		for i < len(data) && plainStringByte[data[i]] {
+			i++
+		}
+		s.i = i
 		if s.i == len(s.data) {
 			break
 		}
@@ -215,6 +223,16 @@ var plainStringByte = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// hasSpecialByte reports whether any of the eight bytes in v is a quote, a
+// backslash or a control character (below 0x20), the bytes plainStringByte
+// refuses. It is exact: each term is nonzero only for a byte that is below
+// 0x20, or zero after the xor with '"' or '\\'.
+func hasSpecialByte(v uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote, backslash := v^(ones*'"'), v^(ones*'\\')
+	return ((v-ones*0x20)&^v|(quote-ones)&^quote|(backslash-ones)&^backslash)&highs != 0
+}
 
 func isHex(c byte) bool {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
