@@ -78,11 +78,17 @@ type store struct {
 //
 // A bloom filter over the table records (tableFilter), because most
 // lookups that reach LevelDB are misses (key filter false positives, keys
-// a restore writes) and would otherwise search each level. Half-size
+// a restore writes) and would otherwise search each level. Quarter-size
 // memtables while processing, because a worker holds one store per
-// partition and goleveldb keeps two per store (the active one and a
-// recycled one): its 4 MiB default cost 12 partitions about 100 MiB; 1 MiB
-// cost 8% more CPU per event. A restore writes a whole changelog at once, and
+// partition, goleveldb keeps two per store (the active one and a recycled
+// one, each with its skiplist beside it) and the Go heap grows to twice
+// what is live before it collects: at 12 partitions the worker's peak RSS
+// was about 270 MiB with 2 MiB memtables and 225 MiB with 1 MiB
+// (`bench run -contenders exactly-once-100ms-norekey`, 1M events), and
+// goleveldb's 4 MiB default cost about 100 MiB more than 2 MiB. Smaller
+// memtables flush and compact more often: 2M random IDs into 12 stores
+// took 9% more CPU at 1 MiB than at 2 MiB (0.8 µs per event), 4-5% of the
+// worker's CPU per event. A restore writes a whole changelog at once, and
 // at most restoreParallel run at once: it gets goleveldb's default size (146k
 // records/s instead of 115k at 2 MiB). No compactions triggered by reads
 // (go-ethereum turns them off too): every first-seen event is a lookup that
@@ -99,7 +105,7 @@ func storeOptions(writeBuffer int) *opt.Options {
 }
 
 const (
-	storeWriteBuffer   = 2 << 20 // per store while processing
+	storeWriteBuffer   = 1 << 20 // per store while processing
 	restoreWriteBuffer = 4 << 20 // while restoring, restoreParallel stores at most
 )
 
