@@ -97,7 +97,7 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	m.awaitPreopen(sess.Context().Done())
 	if m.standby != nil {
 		standbys, warmups := m.strategy.Assigned()
-		m.standby.reconcile(m, standbys, claimed)
+		m.standby.reconcile(m, standbys, warmups, claimed)
 		m.watchWarmups(sess, warmups)
 	}
 	m.kept.closeUnclaimed(m, claimed)

@@ -78,6 +78,9 @@ type standbyTask struct {
 	// lag is how far behind the last stable offset the store was at the
 	// start of the latest catch-up; -1 before the first.
 	lag atomic.Int64
+	// warmup: its partition moves to its member once it caught up
+	// (watchWarmups). Guarded by standbyTasks.mu.
+	warmup bool
 }
 
 // held is what m reports in its subscription: its standbys and those
@@ -115,7 +118,8 @@ func (st *standbyTasks) caughtUp(ps []int32) bool {
 	return true
 }
 
-// reconcile makes m's standbys those of want. It runs in Setup, while the
+// reconcile makes m's standbys those of want, the warmups among them
+// first in line for a bulk read (awaitWarmups). It runs in Setup, while the
 // group waits for the member's partitions, so it waits for no standby: one
 // m no longer holds is stopped and its store closed in the background (a
 // standby that is opening its store, catching up or waiting on a fetch can
@@ -123,7 +127,7 @@ func (st *standbyTasks) caughtUp(ps []int32) bool {
 // is left for the partition's restore to take, store and all (take). A new
 // standby starts from the store m kept of a partition it owned, else from
 // disk.
-func (st *standbyTasks) reconcile(m *member, want, claimed []int32) {
+func (st *standbyTasks) reconcile(m *member, want, warmups, claimed []int32) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for p, t := range st.tasks {
@@ -138,6 +142,7 @@ func (st *standbyTasks) reconcile(m *member, want, claimed []int32) {
 		}
 		if t := st.tasks[p]; t != nil {
 			t.by = m // another member of this process held it
+			t.warmup = slices.Contains(warmups, p)
 			continue
 		}
 		kept, opened := m.kept.take(p)
@@ -146,7 +151,8 @@ func (st *standbyTasks) reconcile(m *member, want, claimed []int32) {
 			m.hooks.PartitionRevoked(p)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		t := &standbyTask{p: p, by: m, cancel: cancel, done: make(chan struct{}), store: kept}
+		t := &standbyTask{p: p, by: m, cancel: cancel, done: make(chan struct{}), store: kept,
+			warmup: slices.Contains(warmups, p)}
 		t.lag.Store(-1)
 		st.tasks[p] = t
 		go m.tail(ctx, t)
@@ -194,7 +200,7 @@ func (st *standbyTasks) take(p int32) *store {
 // closeAll stops m's standbys and waits until their stores are closed,
 // when m stops.
 func (st *standbyTasks) closeAll(m *member) {
-	st.reconcile(m, nil, nil)
+	st.reconcile(m, nil, nil, nil)
 	m.kept.waitClosed()
 }
 
@@ -306,6 +312,9 @@ func (m *member) catchUp(ctx context.Context, p int32, s *store) (lag, n int64, 
 	// time per process and, while the member owns partitions, a rest
 	// after each chunk as long as the chunk took: at most half a core.
 	// A member warming up with nothing to process reads at full speed.
+	if !m.standby.awaitWarmups(ctx, p) {
+		return 0, 0, ctx.Err()
+	}
 	select {
 	case m.standby.bulk <- struct{}{}:
 		defer func() { <-m.standby.bulk }()
@@ -320,6 +329,36 @@ func (m *member) catchUp(ctx context.Context, p int32, s *store) (lag, n int64, 
 		last = time.Now()
 	})
 	return lag, n, err
+}
+
+// awaitWarmups makes the bulk read of partition p's standby wait, unless
+// it is a warm-up, until every warm-up standby of the process caught up:
+// a joining worker takes its share only once its warm-ups did, and with
+// its other standbys read first, in any order, a join at 2M seen IDs
+// waited 8-12 s for six standbys instead of three. False when ctx ended.
+func (st *standbyTasks) awaitWarmups(ctx context.Context, p int32) bool {
+	for st.waitsForWarmups(p) {
+		if !sleep(ctx, heldPoll) {
+			return false
+		}
+	}
+	return true
+}
+
+// waitsForWarmups reports whether p's standby is not a warm-up while a
+// warm-up standby has not caught up yet.
+func (st *standbyTasks) waitsForWarmups(p int32) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if t := st.tasks[p]; t == nil || t.warmup {
+		return false
+	}
+	for _, t := range st.tasks {
+		if l := t.lag.Load(); t.warmup && (l < 0 || l > acceptableLag) {
+			return true
+		}
+	}
+	return false
 }
 
 // watchWarmups rejoins the group once every warm-up standby of the session

@@ -35,7 +35,7 @@ func TestReconcileStopsStandbysWithoutWaiting(t *testing.T) {
 
 	reconciled := make(chan struct{})
 	go func() {
-		st.reconcile(m, nil, []int32{2})
+		st.reconcile(m, nil, nil, []int32{2})
 		close(reconciled)
 	}()
 	select {
@@ -100,5 +100,48 @@ func TestCloseLaterChainsClosesOfOnePartition(t *testing.T) {
 	k.waitClosed()
 	if len(k.closing) != 0 {
 		t.Fatalf("closes left after waitClosed: %v", k.closing)
+	}
+}
+
+// A standby that is not a warm-up reads its backlog only once every
+// warm-up standby caught up: the join hands the partitions over only then.
+func TestStandbysWaitForTheWarmups(t *testing.T) {
+	st := newStandbyTasks()
+	add := func(p int32, warmup bool) *standbyTask {
+		t := &standbyTask{p: p, done: make(chan struct{}), warmup: warmup}
+		t.lag.Store(-1)
+		st.tasks[p] = t
+		return t
+	}
+	warm, _ := add(1, true), add(2, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	if !st.awaitWarmups(ctx, 1) {
+		t.Fatal("a warm-up standby waited for the warm-ups")
+	}
+	other := make(chan bool)
+	go func() { other <- st.awaitWarmups(ctx, 2) }()
+	select {
+	case <-other:
+		t.Fatal("a standby read its backlog before the warm-up caught up")
+	case <-time.After(100 * time.Millisecond):
+	}
+	warm.lag.Store(acceptableLag + 1) // read once, still behind
+	select {
+	case <-other:
+		t.Fatal("a standby read its backlog while the warm-up was still behind")
+	case <-time.After(100 * time.Millisecond):
+	}
+	warm.lag.Store(acceptableLag)
+	if !<-other {
+		t.Fatal("awaitWarmups: false without a cancelled context")
+	}
+
+	warm.lag.Store(-1)
+	go func() { other <- st.awaitWarmups(ctx, 2) }()
+	cancel()
+	if <-other {
+		t.Fatal("awaitWarmups: true after its context ended")
 	}
 }
