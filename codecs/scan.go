@@ -169,10 +169,9 @@ func (s *scanner) string() (escaped bool, err error) {
 	}
 	s.i++
 	for s.i < len(s.data) {
-		// Most bytes of a string stand for themselves: skip them in a
-		// tight loop before looking at the one that does not.
-		// Eight bytes at a time while none of them is special, then byte by
-		// byte; locals, not s.i, so the compiler keeps them in registers.
+		// Most bytes of a string stand for themselves: skip them eight at a
+		// time, then one by one, before looking at the one that does not
+		// (in locals, which the compiler keeps in registers).
 		data, i := s.data, s.i
 		for i+8 <= len(data) && !hasSpecialByte(binary.LittleEndian.Uint64(data[i:])) {
 			i += 8

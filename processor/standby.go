@@ -140,9 +140,9 @@ func (st *standbyTasks) reconcile(m *member, want, warmups, claimed []int32) {
 		if slices.Contains(claimed, p) {
 			continue // stale: the leader puts no standby where it puts the partition
 		}
+		warmup := slices.Contains(warmups, p)
 		if t := st.tasks[p]; t != nil {
-			t.by = m // another member of this process held it
-			t.warmup = slices.Contains(warmups, p)
+			t.by, t.warmup = m, warmup // another member of this process held it
 			continue
 		}
 		kept, opened := m.kept.take(p)
@@ -151,8 +151,7 @@ func (st *standbyTasks) reconcile(m *member, want, warmups, claimed []int32) {
 			m.hooks.PartitionRevoked(p)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		t := &standbyTask{p: p, by: m, cancel: cancel, done: make(chan struct{}), store: kept,
-			warmup: slices.Contains(warmups, p)}
+		t := &standbyTask{p: p, by: m, cancel: cancel, done: make(chan struct{}), store: kept, warmup: warmup}
 		t.lag.Store(-1)
 		st.tasks[p] = t
 		go m.tail(ctx, t)
