@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -158,16 +159,48 @@ func (a *admin) committed(group, topic string, ends map[int32]int64) bool {
 // table topic, spread by key hash: the changelog a worker that processed n
 // events would have.
 func fillTable(ctx context.Context, brokers []string, topic, prefix string, n int) error {
+	now := time.Now()
+	return fill(ctx, brokers, topic, n, sarama.NewHashPartitioner, func(i int) (*sarama.ProducerMessage, error) {
+		rec := &codecs.SeenRecord{FirstProcessed: now, EventTime: now, AggregateID: "order-" + strconv.Itoa(i/5),
+			Topic: "orders", Partition: int32(i % 12), Offset: int64(i), ExpiresAt: now.Add(7 * 24 * time.Hour)}
+		v, err := rec.MarshalBinary()
+		if err != nil {
+			return nil, err
+		}
+		return &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder("evt-" + prefix + "-" + strconv.Itoa(i)),
+			Value: sarama.ByteEncoder(v)}, nil
+	})
+}
+
+// fillKStreamsTable writes n seen records keyed evt-<prefix>-<i> to the
+// changelog of the Kafka Streams application's store (bench/kstreams:
+// String keys, Long values, the first-seen timestamp), each in the
+// partition the Java producer's murmur2 picks for its key, as it does for
+// the repartition topic whose tasks own the store: the changelog that
+// application would have after processing n distinct events.
+func fillKStreamsTable(ctx context.Context, brokers []string, topic, prefix string, n int) error {
+	now := make([]byte, 8)
+	binary.BigEndian.PutUint64(now, uint64(time.Now().UnixMilli()))
+	return fill(ctx, brokers, topic, n, sarama.NewMurmur2Partitioner, func(i int) (*sarama.ProducerMessage, error) {
+		return &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder("evt-" + prefix + "-" + strconv.Itoa(i)),
+			Value: sarama.ByteEncoder(now)}, nil
+	})
+}
+
+// fill writes the n records msg makes through one asynchronous producer
+// with the given partitioner, acknowledged by all replicas.
+func fill(ctx context.Context, brokers []string, topic string, n int, partitioner sarama.PartitionerConstructor,
+	msg func(i int) (*sarama.ProducerMessage, error)) error {
 	c := saramaConfig()
 	c.Producer.RequiredAcks = sarama.WaitForAll
 	c.Producer.Return.Successes = true
-	c.Producer.Partitioner = sarama.NewHashPartitioner
+	c.Producer.Partitioner = partitioner
 	c.Producer.Flush.Messages = 2000
 	c.Producer.Flush.Frequency = 5 * time.Millisecond
 	c.ChannelBufferSize = 8192
 	prod, err := sarama.NewAsyncProducer(brokers, c)
 	if err != nil {
-		return fmt.Errorf("table producer: %w", err)
+		return fmt.Errorf("producer for %s: %w", topic, err)
 	}
 	done := make(chan error, 1)
 	go func() { // owns Successes and Errors until both close
@@ -189,19 +222,15 @@ func fillTable(ctx context.Context, brokers []string, topic, prefix string, n in
 		}
 		done <- first
 	}()
-	now := time.Now()
 	var sendErr error
 	for i := 0; i < n && sendErr == nil; i++ {
-		rec := &codecs.SeenRecord{FirstProcessed: now, EventTime: now, AggregateID: "order-" + strconv.Itoa(i/5),
-			Topic: "orders", Partition: int32(i % 12), Offset: int64(i), ExpiresAt: now.Add(7 * 24 * time.Hour)}
-		v, err := rec.MarshalBinary()
+		m, err := msg(i)
 		if err != nil {
 			sendErr = err
 			break
 		}
-		msg := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder("evt-" + prefix + "-" + strconv.Itoa(i)), Value: sarama.ByteEncoder(v)}
 		select {
-		case prod.Input() <- msg:
+		case prod.Input() <- m:
 		case <-ctx.Done():
 			sendErr = ctx.Err()
 		}

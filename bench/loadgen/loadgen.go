@@ -30,10 +30,6 @@ type Spec struct {
 	RunID        string  // goes into event IDs, so runs never share IDs
 	// KeyByEvent keys records by event ID instead of aggregate ID.
 	KeyByEvent bool
-	// Headerless writes records without the bench-rec header: events that
-	// are no part of a measured plan (a table's prefill), whose outputs a
-	// watcher counts as foreign.
-	Headerless bool
 	// LateMin and LateMax bound how far (as a share of N) a re-published
 	// duplicate lands after its original: 0.1 and 0.5 by default.
 	LateMin, LateMax float64

@@ -114,10 +114,8 @@ func send(ctx context.Context, prod sarama.AsyncProducer, topic string, p *Plan,
 				}
 			}
 		}
-		msg := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(p.Key(i)), Value: sarama.ByteEncoder(p.Value(i))}
-		if !p.spec.Headerless {
-			msg.Headers = []sarama.RecordHeader{{Key: []byte(HeaderRecord), Value: RecordHeader(i)}}
-		}
+		msg := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(p.Key(i)), Value: sarama.ByteEncoder(p.Value(i)),
+			Headers: []sarama.RecordHeader{{Key: []byte(HeaderRecord), Value: RecordHeader(i)}}}
 		select {
 		case prod.Input() <- msg:
 		case <-ctx.Done():
