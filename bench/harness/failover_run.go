@@ -223,13 +223,14 @@ func (f *failover) prefill(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
+	var topic string
 	var err error
-	topic := f.group + "-table"
 	switch f.ct.Kind {
 	case contenders.Exactly:
+		topic = f.group + "-table"
 		err = fillTable(ctx, f.cfg.Brokers, topic, f.h.runID+"-prefill", f.cfg.IDs)
 	case contenders.KStreams:
-		topic += "-changelog"
+		topic = f.group + "-" + kstreamsStore + "-changelog"
 		if err = f.h.admin.createTopic(topic, f.cfg.Partitions, tableTopicConfig); err == nil {
 			err = fillKStreamsTable(ctx, f.cfg.Brokers, topic, f.h.runID+"-prefill", f.cfg.IDs)
 		}
