@@ -155,7 +155,10 @@ func (a *admin) committed(group, topic string, ends map[int32]int64) bool {
 	return true
 }
 
-// fillTable writes n seen records keyed evt-<prefix>-<i> to a compacted
+// prefillKey is the event ID of the i-th seen record a fill writes.
+func prefillKey(prefix string, i int) string { return "evt-" + prefix + "-" + strconv.Itoa(i) }
+
+// fillTable writes n seen records keyed prefillKey(prefix, i) to a compacted
 // table topic, spread by key hash: the changelog a worker that processed n
 // events would have.
 func fillTable(ctx context.Context, brokers []string, topic, prefix string, n int) error {
@@ -167,12 +170,12 @@ func fillTable(ctx context.Context, brokers []string, topic, prefix string, n in
 		if err != nil {
 			return nil, err
 		}
-		return &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder("evt-" + prefix + "-" + strconv.Itoa(i)),
+		return &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(prefillKey(prefix, i)),
 			Value: sarama.ByteEncoder(v)}, nil
 	})
 }
 
-// fillKStreamsTable writes n seen records keyed evt-<prefix>-<i> to the
+// fillKStreamsTable writes n seen records keyed prefillKey(prefix, i) to the
 // changelog of the Kafka Streams application's store (bench/kstreams:
 // String keys, Long values, the first-seen timestamp), each in the
 // partition the Java producer's murmur2 picks for its key, as it does for
@@ -182,7 +185,7 @@ func fillKStreamsTable(ctx context.Context, brokers []string, topic, prefix stri
 	now := make([]byte, 8)
 	binary.BigEndian.PutUint64(now, uint64(time.Now().UnixMilli()))
 	return fill(ctx, brokers, topic, n, sarama.NewMurmur2Partitioner, func(i int) (*sarama.ProducerMessage, error) {
-		return &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder("evt-" + prefix + "-" + strconv.Itoa(i)),
+		return &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(prefillKey(prefix, i)),
 			Value: sarama.ByteEncoder(now)}, nil
 	})
 }
