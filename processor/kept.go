@@ -20,9 +20,8 @@ type keptStores struct {
 	mu     sync.Mutex
 	stores map[int32]keptStore
 	// closing: by partition, the closes closeLater runs that have not
-	// ended; closes counts them.
+	// ended (a later close of a partition ends only after the earlier).
 	closing map[int32]chan struct{}
-	closes  sync.WaitGroup
 }
 
 type keptStore struct {
@@ -92,9 +91,7 @@ func (k *keptStores) closeLaterLocked(p int32, work func()) {
 	prev := k.closing[p] // an earlier close of p; it counts as done only after it
 	done := make(chan struct{})
 	k.closing[p] = done
-	k.closes.Add(1)
 	go func() {
-		defer k.closes.Done()
 		work()
 		if prev != nil {
 			<-prev
@@ -128,5 +125,22 @@ func (k *keptStores) awaitClosed(ctx context.Context, p int32) bool {
 	}
 }
 
-// waitClosed waits for every close closeLater started.
-func (k *keptStores) waitClosed() { k.closes.Wait() }
+// waitClosed waits until no close closeLater started is running. Another
+// member of the Processor may start closes meanwhile (a WaitGroup's Wait
+// must not race its Add), so it waits for what is running until nothing is.
+func (k *keptStores) waitClosed() {
+	for {
+		k.mu.Lock()
+		running := make([]chan struct{}, 0, len(k.closing))
+		for _, done := range k.closing {
+			running = append(running, done)
+		}
+		k.mu.Unlock()
+		if len(running) == 0 {
+			return
+		}
+		for _, done := range running {
+			<-done
+		}
+	}
+}

@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,5 +144,38 @@ func TestStandbysWaitForTheWarmups(t *testing.T) {
 	cancel()
 	if <-other {
 		t.Fatal("awaitWarmups: true after its context ended")
+	}
+}
+
+// Every member of a Processor waits for the kept stores' closes when its
+// run ends, while another member may still start closes: the wait must not
+// race them, and it returns only once none runs.
+func TestKeptWaitClosedWhileOthersClose(t *testing.T) {
+	k := &keptStores{}
+	const closes = 3000
+	var ran atomic.Int64
+	finished := make(chan struct{})
+	go func() { // the other member, closing while this one waits
+		defer close(finished)
+		for i := 0; i < closes; i++ {
+			k.closeLater(int32(i%4), func() { ran.Add(1) })
+			if i%16 == 0 {
+				k.awaitClosed(context.Background(), int32(i%4))
+			}
+		}
+	}()
+	for waiting := true; waiting; {
+		select {
+		case <-finished:
+			waiting = false
+		default:
+		}
+		k.waitClosed()
+	}
+	k.mu.Lock()
+	left := len(k.closing)
+	k.mu.Unlock()
+	if left != 0 || ran.Load() != closes {
+		t.Fatalf("%d closes running after waitClosed, %d of %d ran", left, ran.Load(), closes)
 	}
 }
