@@ -58,12 +58,16 @@ type standbyTasks struct {
 	mu    sync.Mutex
 	tasks map[int32]*standbyTask
 	// bulk lets one standby at a time read more than acceptableLag
-	// records (a new standby, or one that fell behind), see catchUp.
+	// records (a new standby, or one that fell behind); warm lets the
+	// warm-ups of a member that owns no partition read theirs side by
+	// side, as many as restores may run at once. See bulkSlot.
 	bulk chan struct{}
+	warm chan struct{}
 }
 
 func newStandbyTasks() *standbyTasks {
-	return &standbyTasks{tasks: map[int32]*standbyTask{}, bulk: make(chan struct{}, 1)}
+	return &standbyTasks{tasks: map[int32]*standbyTask{},
+		bulk: make(chan struct{}, 1), warm: make(chan struct{}, restoreSlots())}
 }
 
 // standbyTask tails one partition's changelog into its store.
@@ -307,19 +311,18 @@ func (m *member) catchUp(ctx context.Context, p int32, s *store) (lag, n int64, 
 	// A bulk read competes for the CPU with processing: a worker that
 	// lost a peer at 10M seen IDs got new standbys of 830k records each
 	// and its partitions, the ones it had just taken over too, stalled
-	// for 17-22 s while all of them read at once. So one bulk read at a
-	// time per process and, while the member owns partitions, a rest
+	// for 17-22 s while all of them read at once. So, while the member
+	// owns partitions, one bulk read at a time per process and a rest
 	// after each chunk as long as the chunk took: at most half a core.
 	// A member warming up with nothing to process reads at full speed.
 	if !m.standby.awaitWarmups(ctx, p) {
 		return 0, 0, ctx.Err()
 	}
-	select {
-	case m.standby.bulk <- struct{}{}:
-		defer func() { <-m.standby.bulk }()
-	case <-ctx.Done():
+	release, ok := m.standby.bulkSlot(ctx, p, m.owned.Load() == 0)
+	if !ok {
 		return 0, 0, ctx.Err()
 	}
+	defer release()
 	last := time.Now()
 	n, err = m.readChangelog(ctx, p, s, from, lso, func(int64, int64) {
 		if m.owned.Load() > 0 {
@@ -328,6 +331,30 @@ func (m *member) catchUp(ctx context.Context, p int32, s *store) (lag, n int64, 
 		last = time.Now()
 	})
 	return lag, n, err
+}
+
+// bulkSlot waits for p's standby's turn to read a backlog and returns
+// what ends it; false when ctx ended first. A warm-up standby of a member
+// that owns no partition (idle: it joined and waits for them) reads beside
+// the other warm-ups, as a takeover's restores do: nothing of the member
+// waits on its CPU, and the join hands the partitions over only once the
+// last warm-up caught up, so one after another made a join wait for the
+// sum of them (three of 850k seen IDs each took 9-11 s in all on a busy
+// 2-core machine). Any other bulk read takes the process's one bulk slot.
+func (st *standbyTasks) bulkSlot(ctx context.Context, p int32, idle bool) (release func(), ok bool) {
+	st.mu.Lock()
+	t := st.tasks[p]
+	slots := st.bulk
+	if idle && t != nil && t.warmup {
+		slots = st.warm
+	}
+	st.mu.Unlock()
+	select {
+	case slots <- struct{}{}:
+		return func() { <-slots }, true
+	case <-ctx.Done():
+		return nil, false
+	}
 }
 
 // awaitWarmups makes the bulk read of partition p's standby wait, unless

@@ -179,3 +179,61 @@ func TestKeptWaitClosedWhileOthersClose(t *testing.T) {
 		t.Fatalf("%d closes running after waitClosed, %d of %d ran", left, ran.Load(), closes)
 	}
 }
+
+// The warm-ups of a member that owns no partition read their backlogs side
+// by side, as many as restores may run at once; every other backlog read,
+// a warm-up's of a member that processes too, waits for the one bulk slot.
+func TestBulkSlots(t *testing.T) {
+	st := newStandbyTasks()
+	st.warm = make(chan struct{}, 2) // restoreSlots() depends on the memory limit
+	for p, warmup := range map[int32]bool{1: true, 2: true, 3: true, 4: false} {
+		t := &standbyTask{p: p, done: make(chan struct{}), warmup: warmup}
+		t.lag.Store(-1)
+		st.tasks[p] = t
+	}
+	ctx := context.Background()
+	take := func(p int32, idle bool) func() {
+		t.Helper()
+		waited, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		release, ok := st.bulkSlot(waited, p, idle)
+		if !ok {
+			t.Fatalf("bulkSlot(%d, idle %v): no free slot", p, idle)
+		}
+		return release
+	}
+	// waits reports whether bulkSlot(p, idle) is still waiting after a
+	// while; the slot it gets later is released.
+	waits := func(p int32, idle bool, release func()) bool {
+		t.Helper()
+		got := make(chan func(), 1)
+		go func() { r, _ := st.bulkSlot(ctx, p, idle); got <- r }()
+		select {
+		case r := <-got:
+			r()
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+		release()
+		(<-got)()
+		return true
+	}
+
+	r1, r2 := take(1, true), take(2, true)
+	if !waits(3, true, r2) {
+		t.Fatal("a third idle warm-up read beside two with two slots")
+	}
+	bulk := take(4, true) // not a warm-up: the bulk slot, free beside the warm-ups
+	if !waits(3, false, bulk) {
+		t.Fatal("a warm-up of a member that owns partitions did not wait for the bulk slot")
+	}
+	r1()
+
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	hold := take(4, false)
+	defer hold()
+	if _, ok := st.bulkSlot(ended, 4, false); ok {
+		t.Fatal("bulkSlot: a slot after its context ended")
+	}
+}
