@@ -17,6 +17,7 @@ type Runtime struct {
 	txnRecords      prometheus.Counter
 	fencings        prometheus.Counter
 	deadFenced      prometheus.Counter
+	stuckFenced     prometheus.Counter
 	stalls          prometheus.Counter
 	rebalances      prometheus.Counter
 	restored        prometheus.Counter
@@ -44,6 +45,9 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 		deadFenced: counter("dead_transactions_fenced_total", "Transactions left open by a member that is no longer in the group "+
 			"(killed, or timed out), aborted by this instance as the group's leader so their partitions' new owners need not wait "+
 			"for the transaction timeout."),
+		stuckFenced: counter("stuck_transactions_fenced_total", "Transactions of another instance of the group that stayed open "+
+			"longer than --fence-stuck-after while they held this instance's partitions, aborted by this instance: "+
+			"the instance that opened them was dead (kill -9) or stalled."),
 		rebalances: counter("rebalances_total", "Group sessions started (assignments)."),
 		restored:   counter("restore_records_total", "Changelog records restored into local tables."),
 		swept:      counter("cleanup_deleted_total", "Expired seen records deleted by the sweeper (tombstoned in the changelog)."),
@@ -67,7 +71,7 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 				"until every partition it claimed is restored (partitions restored earlier process meanwhile).",
 			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}),
 	}
-	reg.MustRegister(r.swept, r.committed, r.stalls, r.txnRecords, r.fencings, r.deadFenced, r.rebalances, r.restored, r.aborted, r.commitSeconds,
+	reg.MustRegister(r.swept, r.committed, r.stalls, r.txnRecords, r.fencings, r.deadFenced, r.stuckFenced, r.rebalances, r.restored, r.aborted, r.commitSeconds,
 		r.restoreRemainig, r.filterBytes, r.standbyLag, r.rebalanceTook, r.tableOpens)
 	// At 0 from the start, so that the first abort is an increase() an
 	// alert sees and a dashboard's query finds the series before any abort.
@@ -89,6 +93,7 @@ func (r *Runtime) Swept(_ int32, deleted int) { r.swept.Add(float64(deleted)) }
 func (r *Runtime) TxnAborted(reason string)   { r.aborted.WithLabelValues(reason).Inc() }
 func (r *Runtime) Fenced()                    { r.fencings.Inc() }
 func (r *Runtime) DeadTransactionFenced()     { r.deadFenced.Inc() }
+func (r *Runtime) StuckTransactionFenced()    { r.stuckFenced.Inc() }
 func (r *Runtime) CommitStalled()             { r.stalls.Inc() }
 func (r *Runtime) Rebalanced()                { r.rebalances.Inc() }
 func (r *Runtime) RebalanceCompleted(took time.Duration) {

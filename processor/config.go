@@ -34,6 +34,14 @@ type Config struct {
 	TransactionTimeout time.Duration
 	// SessionTimeout of the group membership (default 10s).
 	SessionTimeout time.Duration
+	// FenceStuckAfter is how long a transaction of another instance of
+	// the group may stay open before a member it blocks fences it, taking
+	// it for a dead instance's (stuck.go). Zero: DefaultFenceStuckAfter, or
+	// twice StuckFloor when that is longer; it must exceed StuckFloor. At
+	// TransactionTimeout or more it is never fenced early: the group's
+	// leader fences it a session timeout after the death, or the
+	// coordinator aborts it.
+	FenceStuckAfter time.Duration
 	// LeaveGroupOnStop makes every clean stop (Run's context cancelled) a
 	// stop for good: once the members committed and closed, they are
 	// removed from the group, so the other instances take their partitions
@@ -221,6 +229,10 @@ type Hooks interface {
 	// (fence.go), so its partitions' new owner need not wait for the
 	// transaction timeout.
 	DeadTransactionFenced()
+	// StuckTransactionFenced tells that a member aborted a transaction of
+	// another instance of the group that stayed open longer than
+	// Config.FenceStuckAfter and held the member's partitions (stuck.go).
+	StuckTransactionFenced()
 	Rebalanced()
 	// RebalanceCompleted tells how long a member took to be ready again:
 	// from its first join, or the Cleanup of its previous session, until
@@ -264,6 +276,7 @@ func (NopHooks) TxnAborted(string)                   {}
 func (NopHooks) CommitStalled()                      {}
 func (NopHooks) Fenced()                             {}
 func (NopHooks) DeadTransactionFenced()              {}
+func (NopHooks) StuckTransactionFenced()             {}
 func (NopHooks) Rebalanced()                         {}
 func (NopHooks) RebalanceCompleted(time.Duration)    {}
 func (NopHooks) ConsumerLag(string, int32, int64)    {}

@@ -84,6 +84,9 @@ type member struct {
 	strategy  *assign.Member
 	lastProbe atomic.Int64
 	owned     atomic.Int32 // partitions claimed in the current session
+	// stuck is the Processor's watch of stuck transactions, which the
+	// member's loop claims wake when they are blocked (stuck.go); nil: off.
+	stuck *stuckWatch
 	// restores are the session's restores by partition, made by Setup and
 	// read-only until Cleanup; restoring counts their goroutines.
 	restores  map[int32]*partitionRestore
@@ -231,6 +234,7 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 	var keys headerKeys // this goroutine's own: interning is not shared
 	progress := m.claimProgress(claim)
 	defer m.watchLag(claim, progress)()
+	defer m.watchBlocked(claim, progress)()
 	done := sess.Context().Done()
 	// Nothing of the partition reaches the loop before its table: the
 	// restore handed the table to the loop before it ended (session.go).

@@ -28,6 +28,9 @@ type Processor struct {
 	closed     bool  // by close; only New and Run call it, one after the other
 	// leave is set by LeaveGroupOnStop: this stop leaves the group.
 	leave atomic.Bool
+	// stuck fences other instances' transactions that stay open past
+	// Config.FenceStuckAfter (stuck.go); nil: never.
+	stuck *stuckWatch
 }
 
 // New validates, creates the topics the topology writes (the inputs must
@@ -55,6 +58,11 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 		return nil, fmt.Errorf("handler retries: %d retries from a %v backoff wait up to %v for one event, more than half "+
 			"the transaction timeout %v: fewer retries (--handler-retries), a shorter backoff (--retry-backoff) "+
 			"or a longer TransactionTimeout", topo.HandlerRetries, topo.RetryBackoff, b, cfg.TransactionTimeout)
+	}
+	cfg.FenceStuckAfter = StuckBound(cfg.CommitInterval, topo.RetryBudget(), cfg.FenceStuckAfter)
+	if floor := StuckFloor(cfg.CommitInterval, topo.RetryBudget()); cfg.FenceStuckAfter <= floor {
+		return nil, fmt.Errorf("fence stuck after %v: must exceed the commit interval plus the handler's retry budget (%v), "+
+			"how long a live member's transaction may stay open", cfg.FenceStuckAfter, floor)
 	}
 	// The runtime's logger and metrics reach the topology through a copy:
 	// the caller's definition stays as it was.
@@ -95,6 +103,13 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 			"every transaction that holds them; grant DescribeConfigs so they are dead-lettered instead", "topics", unread)
 	}
 	p := &Processor{cfg: cfg, topo: topo, partitions: partitions}
+	if cfg.FenceStuckAfter < cfg.TransactionTimeout {
+		// At the transaction timeout or beyond, the coordinator aborts a
+		// stuck transaction first.
+		f := &fencer{group: topo.Group, name: fmt.Sprintf("%s-%s", topo.Group, instance), cfg: &p.cfg,
+			log: cfg.Logger.With("component", "stuck-transactions"), hooks: cfg.Hooks}
+		p.stuck = newStuckWatch(f, f.name, cfg.FenceStuckAfter)
+	}
 	kept, scans := &keptStores{}, newScanPacer()
 	var standby *standbyTasks
 	if cfg.StandbyReplicas > 0 {
@@ -103,7 +118,7 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
 		m := &member{cfg: &p.cfg, topo: topo, hooks: cfg.Hooks, memberName: name, host: fmt.Sprintf("%s-%s", topo.Group, instance), maxRecord: cfg.maxRecord, kept: kept, scans: scans, standby: standby,
-			tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: partitions,
+			tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: partitions, stuck: p.stuck,
 			log: cfg.Logger.With("member", name), producerCfg: producerConfig(&cfg, name)}
 		if err := m.connect(); err != nil {
 			p.close()
@@ -270,6 +285,13 @@ func (p *Processor) run(ctx context.Context) error {
 	// The stores the members had open before a restart open while their
 	// producers start and they join (preopen.go).
 	p.startPreopen()
+	if p.stuck != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.stuck.run(ctx)
+		}()
+	}
 	for i, m := range p.members {
 		wg.Add(1)
 		go func() {

@@ -45,6 +45,7 @@ type Config struct {
 	CommitInterval  time.Duration
 	Threads         int
 	SessionTimeout  time.Duration
+	FenceStuckAfter time.Duration
 	LeaveGroup      bool
 	StandbyReplicas int
 	SweepInterval   time.Duration
@@ -91,6 +92,7 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.IntVar(&cfg.Threads, "threads", 1, "consumer-group members (stream threads) in this process, a transactional producer each; exactly-once only. With --rekey=always, events whose dedup partition another member owns go through the loop topic, so more members loop more events")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", defaultSessionTimeout, "group session timeout: how long a silent instance keeps its partitions (exactly-once; best-effort keeps goka's 10s)")
 	fs.IntVar(&cfg.StandbyReplicas, "standby-replicas", 0, "other instances that keep a copy of each partition's table up to date by tailing its changelog (0 to 3): a partition whose instance dies or leaves goes to one of them and restores only the tail, and an instance that joins takes partitions over once it has caught up on them (warm-up). Each copy costs its instance the disk and about the memory of an owned partition; give every instance of a group the same value (exactly-once only)")
+	fs.DurationVar(&cfg.FenceStuckAfter, "fence-stuck-after", 0, "abort a transaction of another instance of the group that has stayed open this long while it holds this instance's partitions, taking it for a dead instance's (kill -9), instead of waiting --session-timeout for the group to notice the death. It must exceed --commit-interval plus the handler's retry budget (how long a live instance's transaction may stay open); 10s (the transaction timeout) or more: never (exactly-once; 0: 2s, or twice that floor when longer)")
 	fs.BoolVar(&cfg.LeaveGroup, "leave-group-on-stop", false, "make every stop a stop for good (scale in): once the last transaction committed, leave the consumer group so the other instances take this one's partitions at once, not after --session-timeout. Off: a stop is a restart, and the instance gets its partitions back without a rebalance; SIGUSR1 stops for good once, SIGTERM per this flag (exactly-once; best-effort members always leave)")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", defaultSweepInterval, "how often the sweeper scans a sixtieth of each partition's table and deletes the expired records it finds, in bounded batches (exactly-once)")
 	fs.IntVar(&cfg.ReadyAbortLimit, "ready-abort-limit", processor.DefaultReadyAbortLimit, "/readyz answers 503 once a member aborted this many transactions in a row (exactly-once)")
@@ -229,6 +231,12 @@ func (cfg *Config) Validate() error {
 		bad("session-timeout", "%v: exactly-once only; goka's best-effort runtime keeps %v (shorter, its "+
 			"members dropped each other in endless rebalances: docs/reliability.md)", cfg.SessionTimeout, defaultSessionTimeout)
 	}
+	if cfg.FenceStuckAfter < 0 {
+		bad("fence-stuck-after", "%v must not be negative (0: the default)", cfg.FenceStuckAfter)
+	}
+	if cfg.FenceStuckAfter != 0 && cfg.Guarantee == BestEffort {
+		bad("fence-stuck-after", "%v: exactly-once only (best-effort writes no transactions)", cfg.FenceStuckAfter)
+	}
 	if cfg.StandbyReplicas < 0 || cfg.StandbyReplicas > processor.MaxStandbyReplicas {
 		bad("standby-replicas", "%d: want 0 to %d", cfg.StandbyReplicas, processor.MaxStandbyReplicas)
 	}
@@ -279,6 +287,10 @@ func (cfg *Config) Validate() error {
 	if limit := processor.DefaultTransactionTimeout / 2; cfg.Guarantee == ExactlyOnce && budget > limit {
 		bad("handler-retries", "%d retries from a %v backoff (--retry-backoff) wait up to %v for one event; a member's transaction waits "+
 			"with it, so keep it under %v (half the transaction timeout)", cfg.HandlerRetries, cfg.RetryBackoff, budget, limit)
+	}
+	if floor := processor.StuckFloor(cfg.CommitInterval, budget); cfg.FenceStuckAfter > 0 && cfg.FenceStuckAfter <= floor {
+		bad("fence-stuck-after", "%v: must exceed --commit-interval plus the handler's retry budget (%v): "+
+			"a live instance's transaction may stay open that long", cfg.FenceStuckAfter, floor)
 	}
 	if cfg.Replication == 0 || cfg.Replication < -1 || cfg.Replication > 32767 {
 		bad("replication-factor", "%d: want -1 (broker default) or a positive number", cfg.Replication)

@@ -1,0 +1,289 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/dedupkit/dedup/internal/kafkautil"
+)
+
+// An instance killed with a transaction open (kill -9, a lost node) holds
+// more than its own partitions. Under re-keying every member's transaction
+// writes to most partitions of <group>-loop, which every member reads
+// committed-only, so the dead transaction pins the last stable offset of
+// partitions that live members own: they stop until it ends. The group's
+// leader fences it once the dead instance left the group (fence.go), but
+// that is a session timeout after the kill; the broker's own expiry is later
+// still. For the whole group that was a stall of the session timeout after
+// every kill -9.
+//
+// Kafka tells no member of another's death before the session timeout. What
+// a member can see is a transaction that does not end: a live member ends
+// its transaction every commit interval, and a handler's retries lengthen
+// that by at most the retry budget. So a member whose loop partition stops
+// advancing looks at the group's open
+// transactions (ListTransactions, DescribeTransactions, Kafka 3.0+) and
+// fences every one of another instance that it has watched stay open,
+// unchanged, for Config.FenceStuckAfter: an InitProducerId on its
+// transactional ID makes the coordinator abort it, as the leader's fencing
+// does. Nothing is lost or doubled either way: a fenced live member finds
+// its transaction aborted and starts over from its committed offsets, as
+// after any fencing. A transactional ID fenced here is not fenced here
+// again for stuckRefence: a live member whose transactions take longer than
+// the bound then loses at most one transaction in that time, and the
+// warning says to raise the bound.
+//
+// The age is measured on this member's clock from its first sight of the
+// transaction (same producer ID, epoch and start time), not from the
+// broker's start time, so no clock skew between hosts can make a young
+// transaction look old. That costs up to one poll: a kill -9 stalls the
+// others for about the bound plus two polls.
+
+// stuckPoll is how often a loop partition's progress is checked, and how
+// often the open transactions are looked at (one ListTransactions per
+// broker) while a loop partition the instance owns does not advance.
+const stuckPoll = 500 * time.Millisecond
+
+// stuckRefence is how long a transactional ID fenced as stuck is not fenced
+// as stuck again.
+const stuckRefence = 5 * time.Minute
+
+// DefaultFenceStuckAfter is the least default of Config.FenceStuckAfter.
+const DefaultFenceStuckAfter = 2 * time.Second
+
+// StuckFloor is how long a live member's transaction may stay open: a commit
+// interval, plus the handler's retries' backoffs (Topology.RetryBudget) for
+// an event that fails. Config.FenceStuckAfter must exceed it.
+func StuckFloor(commitInterval, retryBudget time.Duration) time.Duration {
+	return commitInterval + retryBudget
+}
+
+// StuckBound is Config.FenceStuckAfter for a configured value (0: the
+// default, DefaultFenceStuckAfter or twice StuckFloor when longer).
+func StuckBound(commitInterval, retryBudget, configured time.Duration) time.Duration {
+	if configured != 0 {
+		return configured
+	}
+	return max(DefaultFenceStuckAfter, 2*StuckFloor(commitInterval, retryBudget))
+}
+
+// stuckWatch is the Processor's watcher of stuck transactions. Its members'
+// loop claims wake it (blocked); run, owned by Processor.run, looks and
+// fences.
+type stuckWatch struct {
+	fence *fencer
+	wake  chan struct{}
+	track stuckTracker
+}
+
+func newStuckWatch(f *fencer, own string, after time.Duration) *stuckWatch {
+	return &stuckWatch{fence: f, wake: make(chan struct{}, 1),
+		track: stuckTracker{group: f.group, own: own + "-", after: after, refence: stuckRefence}}
+}
+
+// blocked tells the watch that a loop partition waits; it never blocks.
+func (w *stuckWatch) blocked() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run looks at the open transactions each time a member is blocked, at most
+// once per stuckPoll, until ctx is done. Errors are logged and retried at
+// the next wake: the leader's fencing and the broker's expiry remain.
+func (w *stuckWatch) run(ctx context.Context) {
+	var admin sarama.ClusterAdmin
+	var warned time.Time // the last failure's warning: at most one a minute
+	warn := func(msg string, err error) {
+		if time.Since(warned) >= time.Minute {
+			warned = time.Now()
+			w.fence.log.Warn(msg, "err", err)
+		}
+	}
+	defer func() {
+		if admin != nil {
+			admin.Close()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		}
+		if admin == nil {
+			conf := adminConfig(w.fence.cfg, w.fence.name)
+			conf.Version = fenceVersion
+			a, err := sarama.NewClusterAdmin(w.fence.cfg.Brokers, conf)
+			if err != nil {
+				warn("could not look for stuck transactions", err)
+			}
+			admin = a
+		}
+		if admin != nil {
+			if err := w.look(admin.(sarama.TransactionClusterAdmin)); err != nil {
+				warn("could not look for stuck transactions; a transaction left open by a dead instance "+
+					"holds the partitions it wrote until the group or the broker aborts it", err)
+				if errors.Is(err, sarama.ErrUnsupportedVersion) {
+					return // brokers before Kafka 3.0: nothing to look with
+				}
+				admin.Close()
+				admin = nil
+			}
+		}
+		if !sleep(ctx, stuckPoll) {
+			return
+		}
+	}
+}
+
+// look reads the group's open transactions and fences those that are due.
+func (w *stuckWatch) look(admin sarama.TransactionClusterAdmin) error {
+	open, err := admin.ListTransactions([]string{sarama.TransactionStateOngoing}, nil, -1)
+	if err != nil {
+		return fmt.Errorf("list transactions: %w", err)
+	}
+	var ids []string
+	for _, t := range open {
+		if w.track.watched(t.TransactionalID) {
+			ids = append(ids, t.TransactionalID)
+		}
+	}
+	var states map[string]sarama.TransactionState
+	if len(ids) > 0 {
+		if states, err = admin.DescribeTransactions(ids); err != nil {
+			return fmt.Errorf("describe transactions: %w", err)
+		}
+	}
+	fence, spared := w.track.due(time.Now(), states)
+	for _, id := range spared {
+		w.fence.log.Warn("a transaction of this group has been open longer than --fence-stuck-after again; not fencing it "+
+			"again so soon: if its instance is alive, its transactions take longer than the bound, so raise --fence-stuck-after",
+			"transactionalId", id, "after", w.track.after)
+	}
+	for _, id := range fence {
+		start := time.Now()
+		if err := w.fence.fenceOne(id); err != nil {
+			w.fence.log.Warn("could not fence a stuck transaction", "transactionalId", id, "err", err)
+			continue
+		}
+		w.fence.hooks.StuckTransactionFenced()
+		w.fence.log.Warn("aborted a transaction of this group that stayed open longer than --fence-stuck-after: "+
+			"its instance is dead or stalled, and it held the partitions it wrote", "transactionalId", id,
+			"after", w.track.after, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// stuckTracker decides which transactions are stuck. It holds no client,
+// so its rules are tested on their own.
+type stuckTracker struct {
+	group   string
+	own     string // this instance's transactional IDs' prefix: never fenced here
+	after   time.Duration
+	refence time.Duration
+
+	mu     sync.Mutex
+	seen   map[string]sighting  // open transactions by ID, as first seen
+	fenced map[string]time.Time // when each ID was last fenced as stuck
+}
+
+// sighting is one open transaction and when it was first seen open.
+type sighting struct {
+	producerID int64
+	epoch      int16
+	start      int64 // the coordinator's start time, as an identity only
+	first      time.Time
+}
+
+// watched tells whether id is another instance's member of the group.
+func (t *stuckTracker) watched(id string) bool {
+	return kafkautil.MemberTxnID(t.group, id) && !strings.HasPrefix(id, t.own)
+}
+
+// due takes the open transactions seen at now and returns those to fence
+// now and those stuck again within refence of their last fencing.
+func (t *stuckTracker) due(now time.Time, open map[string]sarama.TransactionState) (fence, spared []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.seen == nil {
+		t.seen, t.fenced = map[string]sighting{}, map[string]time.Time{}
+	}
+	for id := range t.seen {
+		if s, ok := open[id]; !ok || s.TransactionState != sarama.TransactionStateOngoing {
+			delete(t.seen, id)
+		}
+	}
+	for id, s := range open {
+		if !t.watched(id) || s.TransactionState != sarama.TransactionStateOngoing || !errors.Is(s.ErrorCode, sarama.ErrNoError) {
+			continue
+		}
+		got := sighting{producerID: s.ProducerID, epoch: s.ProducerEpoch, start: s.TransactionStartTime, first: now}
+		was, ok := t.seen[id]
+		if !ok || was.producerID != got.producerID || was.epoch != got.epoch || was.start != got.start {
+			t.seen[id] = got
+			continue
+		}
+		if now.Sub(was.first) < t.after {
+			continue
+		}
+		if last, ok := t.fenced[id]; ok && now.Sub(last) < t.refence {
+			spared = append(spared, id)
+			continue
+		}
+		t.fenced[id] = now
+		delete(t.seen, id)
+		fence = append(fence, id)
+	}
+	// A spared ID is warned about once per sighting, not at every poll.
+	for _, id := range spared {
+		was := t.seen[id]
+		was.first = now.Add(t.refence)
+		t.seen[id] = was
+	}
+	return fence, spared
+}
+
+// watchBlocked wakes the stuck watch while the loop claim's next offset
+// has not moved for a stuckPoll: the claim is idle or held. It cannot tell
+// which: sarama takes a claim's high-water mark only from fetches that
+// return records, and a held claim fetches none. So the watch also looks
+// when the loop is merely idle, and finds no transaction open. The claim's
+// ConsumeClaim owns it: the returned function stops it and waits.
+func (m *member) watchBlocked(claim sarama.ConsumerGroupClaim, progress *claimProgress) (stop func()) {
+	if m.stuck == nil || claim.Topic() != m.loopTopic {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(stuckPoll)
+		defer tick.Stop()
+		last := progress.next.Load()
+		for {
+			select {
+			case <-tick.C:
+			case <-done:
+				return
+			}
+			if next := progress.next.Load(); next == last {
+				m.stuck.blocked()
+			} else {
+				last = next
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}

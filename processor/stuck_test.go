@@ -1,0 +1,117 @@
+package processor
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// TestStuckTracker follows the open transactions the watch sees poll by
+// poll and checks which it fences: only another instance's member of the
+// group whose transaction it watched stay open, unchanged, for the bound,
+// and none again within the refence window.
+func TestStuckTracker(t *testing.T) {
+	open := func(id string, pid int64, epoch int16, start int64) sarama.TransactionState {
+		return sarama.TransactionState{TransactionalID: id, TransactionState: sarama.TransactionStateOngoing,
+			ProducerID: pid, ProducerEpoch: epoch, TransactionStartTime: start}
+	}
+	other := open("g-b-0", 7, 1, 1000)
+	type poll struct {
+		at     time.Duration // since the first poll
+		open   []sarama.TransactionState
+		fence  []string
+		spared []string
+	}
+	cases := []struct {
+		name  string
+		polls []poll
+	}{
+		{"open for the bound is fenced", []poll{
+			{at: 0, open: []sarama.TransactionState{other}},
+			{at: 1900 * time.Millisecond, open: []sarama.TransactionState{other}},
+			{at: 2 * time.Second, open: []sarama.TransactionState{other}, fence: []string{"g-b-0"}},
+		}},
+		{"a live member's transactions each end in time", []poll{
+			{at: 0, open: []sarama.TransactionState{open("g-b-0", 7, 1, 1000)}},
+			{at: time.Second, open: []sarama.TransactionState{open("g-b-0", 7, 1, 2000)}},
+			{at: 2 * time.Second, open: []sarama.TransactionState{open("g-b-0", 7, 1, 3000)}},
+			{at: 3 * time.Second, open: []sarama.TransactionState{open("g-b-0", 7, 2, 3000)}}, // a new epoch: a restart
+			{at: 4 * time.Second, open: []sarama.TransactionState{open("g-b-0", 8, 0, 3000)}},
+		}},
+		{"a transaction that ended between polls starts over", []poll{
+			{at: 0, open: []sarama.TransactionState{other}},
+			{at: time.Second},
+			{at: 2 * time.Second, open: []sarama.TransactionState{other}},
+			{at: 3 * time.Second, open: []sarama.TransactionState{other}},
+			{at: 4 * time.Second, open: []sarama.TransactionState{other}, fence: []string{"g-b-0"}},
+		}},
+		{"this instance's own, other groups' and other shapes are never fenced", []poll{
+			{at: 0, open: []sarama.TransactionState{open("g-a-0", 1, 0, 1), open("h-b-0", 2, 0, 1), open("g-redrive", 3, 0, 1)}},
+			{at: time.Minute, open: []sarama.TransactionState{open("g-a-0", 1, 0, 1), open("h-b-0", 2, 0, 1), open("g-redrive", 3, 0, 1)}},
+		}},
+		{"a transaction that is not ongoing is not fenced", []poll{
+			{at: 0, open: []sarama.TransactionState{{TransactionalID: "g-b-0", TransactionState: sarama.TransactionStatePrepareCommit, ProducerID: 7}}},
+			{at: time.Minute, open: []sarama.TransactionState{{TransactionalID: "g-b-0", TransactionState: sarama.TransactionStatePrepareCommit, ProducerID: 7}}},
+		}},
+		{"stuck again soon after its fencing: spared, and warned about once", []poll{
+			{at: 0, open: []sarama.TransactionState{other}},
+			{at: 2 * time.Second, open: []sarama.TransactionState{other}, fence: []string{"g-b-0"}},
+			{at: 3 * time.Second, open: []sarama.TransactionState{open("g-b-0", 7, 2, 5000)}},
+			{at: 5 * time.Second, open: []sarama.TransactionState{open("g-b-0", 7, 2, 5000)}, spared: []string{"g-b-0"}},
+			{at: 6 * time.Second, open: []sarama.TransactionState{open("g-b-0", 7, 2, 5000)}},
+			{at: 9 * time.Second, open: []sarama.TransactionState{open("g-b-0", 7, 2, 5000)}},
+		}},
+		{"stuck again after the refence window: fenced again", []poll{
+			{at: 0, open: []sarama.TransactionState{other}},
+			{at: 2 * time.Second, open: []sarama.TransactionState{other}, fence: []string{"g-b-0"}},
+			{at: 6 * time.Minute, open: []sarama.TransactionState{open("g-b-0", 7, 2, 9000)}},
+			{at: 6*time.Minute + 2*time.Second, open: []sarama.TransactionState{open("g-b-0", 7, 2, 9000)}, fence: []string{"g-b-0"}},
+		}},
+		{"each instance on its own", []poll{
+			{at: 0, open: []sarama.TransactionState{other}},
+			{at: time.Second, open: []sarama.TransactionState{other, open("g-c-1", 9, 0, 1)}},
+			{at: 2 * time.Second, open: []sarama.TransactionState{other, open("g-c-1", 9, 0, 1)}, fence: []string{"g-b-0"}},
+			{at: 3 * time.Second, open: []sarama.TransactionState{open("g-c-1", 9, 0, 1)}, fence: []string{"g-c-1"}},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tr := &stuckTracker{group: "g", own: "g-a-", after: 2 * time.Second, refence: 5 * time.Minute}
+			start := time.Unix(1_000_000, 0)
+			for i, p := range c.polls {
+				states := map[string]sarama.TransactionState{}
+				for _, s := range p.open {
+					states[s.TransactionalID] = s
+				}
+				fence, spared := tr.due(start.Add(p.at), states)
+				slices.Sort(fence)
+				slices.Sort(spared)
+				if !slices.Equal(fence, p.fence) || !slices.Equal(spared, p.spared) {
+					t.Fatalf("poll %d at %v: fence %v, spared %v; want %v, %v", i, p.at, fence, spared, p.fence, p.spared)
+				}
+			}
+		})
+	}
+}
+
+// TestStuckBound checks the bound's default and that an explicit one is
+// kept.
+func TestStuckBound(t *testing.T) {
+	cases := []struct {
+		name                                    string
+		commitInterval, retryBudget, configured time.Duration
+		want                                    time.Duration
+	}{
+		{"defaults", 100 * time.Millisecond, 700 * time.Millisecond, 0, 2 * time.Second},
+		{"a long retry budget doubles the floor", 100 * time.Millisecond, 1500 * time.Millisecond, 0, 3200 * time.Millisecond},
+		{"a long commit interval doubles the floor", 5 * time.Second, 0, 0, 10 * time.Second},
+		{"configured", 100 * time.Millisecond, 700 * time.Millisecond, 900 * time.Millisecond, 900 * time.Millisecond},
+	}
+	for _, c := range cases {
+		if got := StuckBound(c.commitInterval, c.retryBudget, c.configured); got != c.want {
+			t.Errorf("%s: StuckBound = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
