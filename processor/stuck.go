@@ -27,7 +27,7 @@ import (
 // a member can see is a transaction that does not end: a live member ends
 // its transaction every commit interval, and a handler's retries lengthen
 // that by at most the retry budget. So a member whose loop partition stops
-// advancing looks at the group's open
+// advancing while records wait beyond it looks at the group's open
 // transactions (ListTransactions, DescribeTransactions, Kafka 3.0+) and
 // fences every one of another instance that it has watched stay open,
 // unchanged, for Config.FenceStuckAfter: an InitProducerId on its
@@ -47,7 +47,7 @@ import (
 
 // stuckPoll is how often a loop partition's progress is checked, and how
 // often the open transactions are looked at (one ListTransactions per
-// broker) while a loop partition the instance owns does not advance.
+// broker) while a loop partition the instance owns is held.
 const stuckPoll = 500 * time.Millisecond
 
 // stuckRefence is how long a transactional ID fenced as stuck is not fenced
@@ -251,12 +251,15 @@ func (t *stuckTracker) due(now time.Time, open map[string]sarama.TransactionStat
 	return fence, spared
 }
 
-// watchBlocked wakes the stuck watch while the loop claim's next offset
-// has not moved for a stuckPoll: the claim is idle or held. It cannot tell
-// which: sarama takes a claim's high-water mark only from fetches that
-// return records, and a held claim fetches none. So the watch also looks
-// when the loop is merely idle, and finds no transaction open. The claim's
-// ConsumeClaim owns it: the returned function stops it and waits.
+// watchBlocked wakes the stuck watch while the loop claim is held: its
+// next offset has not moved for a stuckPoll while the partition's log end is
+// more than a trailing commit marker beyond it. The claim's high-water mark
+// cannot tell: sarama takes it only from fetches that return records, and a
+// held claim fetches none. So the log end is asked for (ListOffsets,
+// read_uncommitted), only for a claim that did not move: a busy claim costs
+// nothing, an idle one a ListOffsets per stuckPoll, and the watch's
+// ListTransactions runs only when records wait. The claim's ConsumeClaim
+// owns it: the returned function stops it and waits.
 func (m *member) watchBlocked(claim sarama.ConsumerGroupClaim, progress *claimProgress) (stop func()) {
 	if m.stuck == nil || claim.Topic() != m.loopTopic {
 		return func() {}
@@ -275,10 +278,15 @@ func (m *member) watchBlocked(claim sarama.ConsumerGroupClaim, progress *claimPr
 			case <-done:
 				return
 			}
-			if next := progress.next.Load(); next == last {
-				m.stuck.blocked()
-			} else {
+			next := progress.next.Load()
+			if next != last || next < 0 {
 				last = next
+				continue
+			}
+			// m.client reads uncommitted: its newest offset is the log end.
+			end, err := m.client.GetOffset(claim.Topic(), claim.Partition(), sarama.OffsetNewest)
+			if err == nil && end-next > 1 {
+				m.stuck.blocked()
 			}
 		}
 	}()
