@@ -108,7 +108,7 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 		// stuck transaction first.
 		f := &fencer{group: topo.Group, name: fmt.Sprintf("%s-%s", topo.Group, instance), cfg: &p.cfg,
 			log: cfg.Logger.With("component", "stuck-transactions"), hooks: cfg.Hooks}
-		p.stuck = newStuckWatch(f, f.name, cfg.FenceStuckAfter)
+		p.stuck = newStuckWatch(f, topo.LoopTopic(), cfg.FenceStuckAfter)
 	}
 	kept, scans := &keptStores{}, newScanPacer()
 	var standby *standbyTasks

@@ -74,32 +74,67 @@ func StuckBound(commitInterval, retryBudget, configured time.Duration) time.Dura
 }
 
 // stuckWatch is the Processor's watcher of stuck transactions. Its members'
-// loop claims wake it (blocked); run, owned by Processor.run, looks and
-// fences.
+// loop claims tell it of a claim that did not move (suspect); run, owned by
+// Processor.run, asks whether records wait beyond it, and if so looks at
+// the open transactions and fences. The claims do no I/O of their own: a
+// claim's goroutine must stop at once when its session ends.
 type stuckWatch struct {
 	fence *fencer
+	topic string // the loop topic
 	wake  chan struct{}
 	track stuckTracker
+
+	mu       sync.Mutex
+	suspects map[int32]int64 // loop partitions that did not move: their next offset
 }
 
-func newStuckWatch(f *fencer, own string, after time.Duration) *stuckWatch {
-	return &stuckWatch{fence: f, wake: make(chan struct{}, 1),
-		track: stuckTracker{group: f.group, own: own + "-", after: after, refence: stuckRefence}}
+func newStuckWatch(f *fencer, loopTopic string, after time.Duration) *stuckWatch {
+	return &stuckWatch{fence: f, topic: loopTopic, wake: make(chan struct{}, 1), suspects: map[int32]int64{},
+		track: stuckTracker{group: f.group, own: f.name + "-", after: after, refence: stuckRefence}}
 }
 
-// blocked tells the watch that a loop partition waits; it never blocks.
-func (w *stuckWatch) blocked() {
+// suspect tells the watch that a loop partition's next offset did not move
+// for a stuckPoll; it never blocks.
+func (w *stuckWatch) suspect(partition int32, next int64) {
+	w.mu.Lock()
+	w.suspects[partition] = next
+	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
 }
 
-// run looks at the open transactions each time a member is blocked, at most
+// takeSuspects returns the suspects told since the last call.
+func (w *stuckWatch) takeSuspects() map[int32]int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.suspects
+	w.suspects = map[int32]int64{}
+	return s
+}
+
+// held tells whether records wait beyond a suspect's next offset: the
+// partition's log end (ListOffsets, read_uncommitted) is more than a
+// trailing commit marker beyond it. A claim's high-water mark cannot tell:
+// sarama takes it only from fetches that return records, and a held claim
+// fetches none. An idle partition costs one ListOffsets per stuckPoll.
+func (w *stuckWatch) held(client sarama.Client, suspects map[int32]int64) bool {
+	for p, next := range suspects {
+		end, err := client.GetOffset(w.topic, p, sarama.OffsetNewest)
+		if err == nil && end-next > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// run looks at the open transactions each time a suspect is held, at most
 // once per stuckPoll, until ctx is done. Errors are logged and retried at
 // the next wake: the leader's fencing and the broker's expiry remain.
 func (w *stuckWatch) run(ctx context.Context) {
-	var admin sarama.ClusterAdmin
+	var admin sarama.ClusterAdmin // its client reads uncommitted (held)
+	var client sarama.Client
 	var warned time.Time // the last failure's warning: at most one a minute
 	warn := func(msg string, err error) {
 		if time.Since(warned) >= time.Minute {
@@ -119,15 +154,12 @@ func (w *stuckWatch) run(ctx context.Context) {
 		case <-w.wake:
 		}
 		if admin == nil {
-			conf := adminConfig(w.fence.cfg, w.fence.name)
-			conf.Version = fenceVersion
-			a, err := sarama.NewClusterAdmin(w.fence.cfg.Brokers, conf)
-			if err != nil {
+			var err error
+			if client, admin, err = w.connect(); err != nil {
 				warn("could not look for stuck transactions", err)
 			}
-			admin = a
 		}
-		if admin != nil {
+		if admin != nil && w.held(client, w.takeSuspects()) {
 			if err := w.look(admin.(sarama.TransactionClusterAdmin)); err != nil {
 				warn("could not look for stuck transactions; a transaction left open by a dead instance "+
 					"holds the partitions it wrote until the group or the broker aborts it", err)
@@ -142,6 +174,23 @@ func (w *stuckWatch) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// connect makes the watch's client and an admin on it (closing the admin
+// closes the client).
+func (w *stuckWatch) connect() (sarama.Client, sarama.ClusterAdmin, error) {
+	conf := adminConfig(w.fence.cfg, w.fence.name)
+	conf.Version = fenceVersion
+	client, err := sarama.NewClient(w.fence.cfg.Brokers, conf)
+	if err != nil {
+		return nil, nil, err
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	return client, admin, nil
 }
 
 // look reads the group's open transactions and fences those that are due.
@@ -251,15 +300,9 @@ func (t *stuckTracker) due(now time.Time, open map[string]sarama.TransactionStat
 	return fence, spared
 }
 
-// watchBlocked wakes the stuck watch while the loop claim is held: its
-// next offset has not moved for a stuckPoll while the partition's log end is
-// more than a trailing commit marker beyond it. The claim's high-water mark
-// cannot tell: sarama takes it only from fetches that return records, and a
-// held claim fetches none. So the log end is asked for (ListOffsets,
-// read_uncommitted), only for a claim that did not move: a busy claim costs
-// nothing, an idle one a ListOffsets per stuckPoll, and the watch's
-// ListTransactions runs only when records wait. The claim's ConsumeClaim
-// owns it: the returned function stops it and waits.
+// watchBlocked tells the stuck watch of the loop claim each stuckPoll its
+// next offset did not move. The claim's ConsumeClaim owns it: the returned
+// function stops it and waits.
 func (m *member) watchBlocked(claim sarama.ConsumerGroupClaim, progress *claimProgress) (stop func()) {
 	if m.stuck == nil || claim.Topic() != m.loopTopic {
 		return func() {}
@@ -278,15 +321,10 @@ func (m *member) watchBlocked(claim sarama.ConsumerGroupClaim, progress *claimPr
 			case <-done:
 				return
 			}
-			next := progress.next.Load()
-			if next != last || next < 0 {
+			if next := progress.next.Load(); next == last && next >= 0 {
+				m.stuck.suspect(claim.Partition(), next)
+			} else {
 				last = next
-				continue
-			}
-			// m.client reads uncommitted: its newest offset is the log end.
-			end, err := m.client.GetOffset(claim.Topic(), claim.Partition(), sarama.OffsetNewest)
-			if err == nil && end-next > 1 {
-				m.stuck.blocked()
 			}
 		}
 	}()
