@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
+
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/atleastonce"
 	"github.com/dedupkit/dedup/codecs"
@@ -280,4 +282,19 @@ func eventIDs(t *testing.T, recs []kafkatest.Record) map[string]int {
 		ids[ev.EventID]++
 	}
 	return ids
+}
+
+// describeGroup is group as its coordinator describes it.
+func describeGroup(t *testing.T, brokers []string, group string) *sarama.GroupDescription {
+	t.Helper()
+	admin, err := sarama.NewClusterAdmin(brokers, kafkatest.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	d, err := admin.DescribeConsumerGroups([]string{group})
+	if err != nil || len(d) != 1 {
+		t.Fatalf("describe group %s: %v", group, err)
+	}
+	return d[0]
 }

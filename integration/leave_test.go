@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
-
-	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/processor"
 )
 
@@ -159,17 +156,8 @@ func TestBestEffortStopLeavesTheGroup(t *testing.T) {
 // lists them (an exactly-once member's is its member name).
 func groupMembers(t *testing.T, brokers []string, group string) []string {
 	t.Helper()
-	admin, err := sarama.NewClusterAdmin(brokers, kafkatest.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	groups, err := admin.DescribeConsumerGroups([]string{group})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ids []string
-	for _, m := range groups[0].Members {
+	for _, m := range describeGroup(t, brokers, group).Members {
 		ids = append(ids, m.ClientId)
 	}
 	slices.Sort(ids)

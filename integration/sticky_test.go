@@ -204,16 +204,7 @@ func (o *oldMember) held() map[string][]int32 {
 // groupProtocol is the assignment strategy the group runs on.
 func groupProtocol(t *testing.T, brokers []string, group string) string {
 	t.Helper()
-	admin, err := sarama.NewClusterAdmin(brokers, kafkatest.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	d, err := admin.DescribeConsumerGroups([]string{group})
-	if err != nil || len(d) != 1 {
-		t.Fatalf("describe group %s: %v", group, err)
-	}
-	return d[0].Protocol
+	return describeGroup(t, brokers, group).Protocol
 }
 
 // TestStickyAssignmentInAMixedGroup: during a rolling upgrade a member of a

@@ -7,7 +7,6 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/processor"
 )
@@ -74,15 +73,8 @@ func TestStuckTransactionOfADeadInstanceIsAborted(t *testing.T) {
 // killed mid-transaction does.
 func deadInstanceTxn(t *testing.T, brokers []string, id, topic string, partitions int32) sarama.SyncProducer {
 	t.Helper()
-	c := sarama.NewConfig()
-	c.Version = kafkautil.SaramaVersion
-	c.Producer.Idempotent = true
-	c.Producer.Transaction.ID = id
+	c := txnProducerConfig(id)
 	c.Producer.Transaction.Timeout = 2 * time.Minute
-	c.Net.MaxOpenRequests = 1
-	c.Producer.RequiredAcks = sarama.WaitForAll
-	c.Producer.Return.Successes = true
-	c.Producer.Partitioner = sarama.NewManualPartitioner
 	p, err := sarama.NewSyncProducer(brokers, c)
 	if err != nil {
 		t.Fatal(err)
@@ -104,17 +96,8 @@ func deadInstanceTxn(t *testing.T, brokers []string, id, topic string, partition
 // lists with at least one partition assigned.
 func groupMembersWithPartitions(t *testing.T, brokers []string, group string) int {
 	t.Helper()
-	admin, err := sarama.NewClusterAdmin(brokers, kafkatest.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	groups, err := admin.DescribeConsumerGroups([]string{group})
-	if err != nil || len(groups) != 1 {
-		t.Fatalf("describe group %s: %v", group, err)
-	}
 	n := 0
-	for _, m := range groups[0].Members {
+	for _, m := range describeGroup(t, brokers, group).Members {
 		a, err := m.GetMemberAssignment()
 		if err != nil {
 			t.Fatalf("member %s's assignment: %v", m.ClientId, err)
@@ -124,4 +107,18 @@ func groupMembersWithPartitions(t *testing.T, brokers []string, group string) in
 		}
 	}
 	return n
+}
+
+// txnProducerConfig is a transactional producer's config for ID id that
+// writes to the partition each message names.
+func txnProducerConfig(id string) *sarama.Config {
+	c := sarama.NewConfig()
+	c.Version = kafkautil.SaramaVersion
+	c.Producer.Idempotent = true
+	c.Producer.Transaction.ID = id
+	c.Net.MaxOpenRequests = 1
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Producer.Return.Successes = true
+	c.Producer.Partitioner = sarama.NewManualPartitioner
+	return c
 }

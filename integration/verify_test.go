@@ -177,15 +177,7 @@ type verifyTxn struct {
 // of the last data record written to each partition.
 func verifyProduceTxns(t *testing.T, bs []string, topic string, txns []verifyTxn) map[int32]int64 {
 	t.Helper()
-	c := sarama.NewConfig()
-	c.Version = kafkautil.SaramaVersion
-	c.Producer.Idempotent = true
-	c.Producer.Transaction.ID = unique("verify-txn")
-	c.Net.MaxOpenRequests = 1
-	c.Producer.RequiredAcks = sarama.WaitForAll
-	c.Producer.Return.Successes = true
-	c.Producer.Partitioner = sarama.NewManualPartitioner
-	p, err := sarama.NewSyncProducer(bs, c)
+	p, err := sarama.NewSyncProducer(bs, txnProducerConfig(unique("verify-txn")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,6 +86,8 @@ type stuckWatch struct {
 
 	mu       sync.Mutex
 	suspects map[int32]int64 // loop partitions that did not move: their next offset
+
+	warned time.Time // run's last failure warning: at most one a minute
 }
 
 func newStuckWatch(f *fencer, loopTopic string, after time.Duration) *stuckWatch {
@@ -135,13 +137,6 @@ func (w *stuckWatch) held(client sarama.Client, suspects map[int32]int64) bool {
 func (w *stuckWatch) run(ctx context.Context) {
 	var admin sarama.ClusterAdmin // its client reads uncommitted (held)
 	var client sarama.Client
-	var warned time.Time // the last failure's warning: at most one a minute
-	warn := func(msg string, err error) {
-		if time.Since(warned) >= time.Minute {
-			warned = time.Now()
-			w.fence.log.Warn(msg, "err", err)
-		}
-	}
 	defer func() {
 		if admin != nil {
 			admin.Close()
@@ -156,12 +151,12 @@ func (w *stuckWatch) run(ctx context.Context) {
 		if admin == nil {
 			var err error
 			if client, admin, err = w.connect(); err != nil {
-				warn("could not look for stuck transactions", err)
+				w.warn("could not look for stuck transactions", err)
 			}
 		}
 		if admin != nil && w.held(client, w.takeSuspects()) {
 			if err := w.look(admin.(sarama.TransactionClusterAdmin)); err != nil {
-				warn("could not look for stuck transactions; a transaction left open by a dead instance "+
+				w.warn("could not look for stuck transactions; a transaction left open by a dead instance "+
 					"holds the partitions it wrote until the group or the broker aborts it", err)
 				if errors.Is(err, sarama.ErrUnsupportedVersion) {
 					return // brokers before Kafka 3.0: nothing to look with
@@ -193,11 +188,24 @@ func (w *stuckWatch) connect() (sarama.Client, sarama.ClusterAdmin, error) {
 	return client, admin, nil
 }
 
+// warn logs a failure of run's, at most once a minute.
+func (w *stuckWatch) warn(msg string, err error) {
+	if time.Since(w.warned) >= time.Minute {
+		w.warned = time.Now()
+		w.fence.log.Warn(msg, "err", err)
+	}
+}
+
 // look reads the group's open transactions and fences those that are due.
+// With a broker down it goes on with what the others answered: a
+// transaction that broker coordinates is then not seen, so not fenced.
 func (w *stuckWatch) look(admin sarama.TransactionClusterAdmin) error {
 	open, err := admin.ListTransactions([]string{sarama.TransactionStateOngoing}, nil, -1)
-	if err != nil {
+	if err != nil && len(open) == 0 {
 		return fmt.Errorf("list transactions: %w", err)
+	}
+	if err != nil {
+		w.warn("some brokers did not list their open transactions; looking at the others'", err)
 	}
 	var ids []string
 	for _, t := range open {
@@ -207,8 +215,11 @@ func (w *stuckWatch) look(admin sarama.TransactionClusterAdmin) error {
 	}
 	var states map[string]sarama.TransactionState
 	if len(ids) > 0 {
-		if states, err = admin.DescribeTransactions(ids); err != nil {
+		if states, err = admin.DescribeTransactions(ids); err != nil && len(states) == 0 {
 			return fmt.Errorf("describe transactions: %w", err)
+		}
+		if err != nil {
+			w.warn("some open transactions could not be described; looking at the others", err)
 		}
 	}
 	fence, spared := w.track.due(time.Now(), states)
