@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,14 +9,6 @@ import (
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/processor"
 )
-
-// stuckHooks counts the stuck transactions a worker aborted.
-type stuckHooks struct {
-	processor.NopHooks
-	fenced atomic.Int64
-}
-
-func (h *stuckHooks) StuckTransactionFenced() { h.fenced.Add(1) }
 
 // A transaction that another instance of the group left open on the loop
 // topic (it was killed and the group has not noticed yet: its session
@@ -34,7 +25,7 @@ func TestStuckTransactionOfADeadInstanceIsAborted(t *testing.T) {
 	group := e.group("eos-stuck")
 	// Two instances: a member handles an event whose ID falls in a
 	// partition it owns at once, and loops only those for the other's.
-	hooks, obs := &stuckHooks{}, &counter{}
+	hooks, obs := &fenceHooks{}, &counter{}
 	a := e.startEOS(e.topology(group, obs), processor.Config{StateDir: t.TempDir(), Hooks: hooks})
 	b := e.startEOS(e.topology(group, obs), processor.Config{StateDir: t.TempDir(), Hooks: hooks})
 	until(t, 60*time.Second, "both instances to hold their partitions", func() bool {
@@ -58,7 +49,7 @@ func TestStuckTransactionOfADeadInstanceIsAborted(t *testing.T) {
 		t.Fatal("no event went through the loop topic: nothing was held, the test proves nothing")
 	}
 	// Both instances may fence it at once; at least one must have.
-	if n := hooks.fenced.Load(); n < 1 {
+	if n := hooks.stuck.Load(); n < 1 {
 		t.Fatal("no instance aborted the dead instance's stuck transaction")
 	}
 	if err := dead.CommitTxn(); err == nil {

@@ -10,13 +10,15 @@ import (
 	"github.com/dedupkit/dedup/processor"
 )
 
-// fenceHooks counts the dead members' transactions the leader aborted.
+// fenceHooks counts the dead members' transactions the leader aborted
+// (fenced) and the stuck transactions a member aborted (stuck).
 type fenceHooks struct {
 	processor.NopHooks
-	fenced atomic.Int64
+	fenced, stuck atomic.Int64
 }
 
-func (h *fenceHooks) DeadTransactionFenced() { h.fenced.Add(1) }
+func (h *fenceHooks) DeadTransactionFenced()  { h.fenced.Add(1) }
+func (h *fenceHooks) StuckTransactionFenced() { h.stuck.Add(1) }
 
 // A member that dies with a transaction open, and is not restarted, does not
 // hold its partitions' next owner back until the broker expires that
