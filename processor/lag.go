@@ -56,19 +56,30 @@ func (m *member) claimProgress(claim sarama.ConsumerGroupClaim) *claimProgress {
 // the loop drains its buffers; a loop that stopped processing altogether
 // freezes it, and dedup_uncommitted_seconds tells that instead.
 func (m *member) watchLag(claim sarama.ConsumerGroupClaim, progress *claimProgress) (stop func()) {
+	report := func() {
+		if next := progress.next.Load(); next >= 0 {
+			m.hooks.ConsumerLag(claim.Topic(), claim.Partition(), max(claim.HighWaterMarkOffset()-next, 0))
+		}
+	}
+	report()
+	return ticking(lagInterval, report)
+}
+
+// ticking runs f every d on a goroutine of its own until the returned
+// function is called, which stops it and waits for it: a claim's watchers
+// end before its ConsumeClaim returns.
+func ticking(d time.Duration, f func()) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(lagInterval)
+		tick := time.NewTicker(d)
 		defer tick.Stop()
 		for {
-			if next := progress.next.Load(); next >= 0 {
-				m.hooks.ConsumerLag(claim.Topic(), claim.Partition(), max(claim.HighWaterMarkOffset()-next, 0))
-			}
 			select {
 			case <-tick.C:
+				f()
 			case <-done:
 				return
 			}

@@ -103,10 +103,11 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 			"every transaction that holds them; grant DescribeConfigs so they are dead-lettered instead", "topics", unread)
 	}
 	p := &Processor{cfg: cfg, topo: topo, partitions: partitions}
+	host := fmt.Sprintf("%s-%s", topo.Group, instance) // the instance's name in the group
 	if cfg.FenceStuckAfter < cfg.TransactionTimeout {
 		// At the transaction timeout or beyond, the coordinator aborts a
 		// stuck transaction first.
-		f := &fencer{group: topo.Group, name: fmt.Sprintf("%s-%s", topo.Group, instance), cfg: &p.cfg,
+		f := &fencer{group: topo.Group, name: host, cfg: &p.cfg,
 			log: cfg.Logger.With("component", "stuck-transactions"), hooks: cfg.Hooks}
 		p.stuck = newStuckWatch(f, topo.LoopTopic(), cfg.FenceStuckAfter)
 	}
@@ -117,7 +118,7 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	}
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
-		m := &member{cfg: &p.cfg, topo: topo, hooks: cfg.Hooks, memberName: name, host: fmt.Sprintf("%s-%s", topo.Group, instance), maxRecord: cfg.maxRecord, kept: kept, scans: scans, standby: standby,
+		m := &member{cfg: &p.cfg, topo: topo, hooks: cfg.Hooks, memberName: name, host: host, maxRecord: cfg.maxRecord, kept: kept, scans: scans, standby: standby,
 			tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: partitions, stuck: p.stuck,
 			log: cfg.Logger.With("member", name), producerCfg: producerConfig(&cfg, name)}
 		if err := m.connect(); err != nil {

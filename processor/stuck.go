@@ -318,29 +318,12 @@ func (m *member) watchBlocked(claim sarama.ConsumerGroupClaim, progress *claimPr
 	if m.stuck == nil || claim.Topic() != m.loopTopic {
 		return func() {}
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(stuckPoll)
-		defer tick.Stop()
-		last := progress.next.Load()
-		for {
-			select {
-			case <-tick.C:
-			case <-done:
-				return
-			}
-			if next := progress.next.Load(); next == last && next >= 0 {
-				m.stuck.suspect(claim.Partition(), next)
-			} else {
-				last = next
-			}
+	last := progress.next.Load() // only the ticking goroutine uses it from here
+	return ticking(stuckPoll, func() {
+		if next := progress.next.Load(); next == last && next >= 0 {
+			m.stuck.suspect(claim.Partition(), next)
+		} else {
+			last = next
 		}
-	}()
-	return func() {
-		close(done)
-		wg.Wait()
-	}
+	})
 }
