@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync/atomic"
 
 	"github.com/syndtr/goleveldb/leveldb"
@@ -299,7 +300,8 @@ func (s *store) Apply(changelogNext int64) error {
 func (s *store) write(layer, base map[string][]byte, changelogNext int64) (int64, error) {
 	b := new(leveldb.Batch)
 	delta := int64(0)
-	for k, v := range layer {
+	for _, k := range sortedKeys(layer) {
+		v := layer[k]
 		dk := dataKey(k)
 		old, known := base[k]
 		had := known && old != nil
@@ -329,6 +331,20 @@ func (s *store) write(layer, base map[string][]byte, changelogNext int64) (int64
 		return 0, s.noteCorrupt(fmt.Errorf("apply committed transaction to %s: %w", s.path, err))
 	}
 	return delta, nil
+}
+
+// sortedKeys returns layer's keys in order. LevelDB inserts a batch into its
+// memtable (a skip list) one record after another; in key order each
+// insert walks the nodes the previous one just touched, which are in the CPU
+// cache. A restore of 800,000 random event IDs (BenchmarkStoreRestore) took
+// a quarter less CPU with its chunks sorted, the sort included.
+func sortedKeys(layer map[string][]byte) []string {
+	keys := make([]string, 0, len(layer))
+	for k := range layer {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // committed takes the entry count change of a written layer and its stored
