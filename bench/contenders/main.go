@@ -80,7 +80,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if dir := os.Getenv("BENCH_CPUPROFILE_DIR"); dir != "" && cpuProfile == "" {
-		cpuProfile = filepath.Join(dir, cfg.Group+".pprof") // profiling every contender by hand
+		// Profiling every contender by hand: one file per process, as the
+		// instances of a failover run share a group.
+		cpuProfile = filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", cfg.Group, os.Getpid()))
 	}
 	// As `processor run` does before anything else (cmd/processor/run.go).
 	limit, limitErr := memlimit.Apply(os.Getenv, memRatio)
