@@ -1,11 +1,17 @@
 package processor
 
 import (
+	"context"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup/codecs"
 )
@@ -15,23 +21,11 @@ import (
 // takeover without a standby, or a newcomer's warm-up, spends on LevelDB.
 // Per op, one whole restore; ns/record is its wall time per record and
 // cpu-ns/record the process's CPU per record, LevelDB's compactions
-// included. Reading the changelog from Kafka adds about 0.3 µs of CPU per
-// record on top.
+// included. BenchmarkRestoreFromKafka adds the fetches.
 func BenchmarkStoreRestore(b *testing.B) {
 	const ids = 800000
-	v, err := (&codecs.SeenRecord{Topic: "orders", AggregateID: "order-1", ExpiresAt: time.Now().Add(time.Hour)}).MarshalBinary()
-	if err != nil {
-		b.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	keys := make([]string, ids)
-	for i := range keys {
-		var id [16]byte
-		for j := range id {
-			id[j] = byte(rng.Uint32())
-		}
-		keys[i] = hex.EncodeToString(id[:])
-	}
+	v := benchSeenValue(b)
+	keys := randomEventIDs(ids)
 	var cpu time.Duration
 	b.ResetTimer()
 	for b.Loop() {
@@ -70,8 +64,128 @@ func BenchmarkStoreRestore(b *testing.B) {
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*ids), "cpu-ns/record")
 }
 
+// randomEventIDs returns n distinct event IDs in random order, as 32 hex
+// digits (the same on every call).
+func randomEventIDs(n int) []string {
+	rng := rand.New(rand.NewPCG(1, 2))
+	ids := make([]string, n)
+	for i := range ids {
+		var id [16]byte
+		for j := range id {
+			id[j] = byte(rng.Uint32())
+		}
+		ids[i] = hex.EncodeToString(id[:])
+	}
+	return ids
+}
+
+// benchSeenValue is the changelog value of a seen record, as the benchmarks
+// write it.
+func benchSeenValue(b testing.TB) []byte {
+	b.Helper()
+	v, err := (&codecs.SeenRecord{Topic: "orders", AggregateID: "order-1", ExpiresAt: time.Now().Add(time.Hour)}).MarshalBinary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return v
+}
+
+// cpuTime is the CPU time this process used so far, every goroutine's.
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkRestoreFromKafka restores a changelog partition of 400,000 distinct
+// random event IDs from a real broker (KAFKA_BROKERS) into an empty store:
+// BenchmarkStoreRestore with the fetches. Per op, one whole restore. The
+// topic is written once, before the timer starts.
+//
+//	KAFKA_BROKERS=127.0.0.1:9092 go test -run '^$' -bench RestoreFromKafka ./processor
+func BenchmarkRestoreFromKafka(b *testing.B) {
+	brokers := os.Getenv("KAFKA_BROKERS")
+	if brokers == "" {
+		b.Skip("KAFKA_BROKERS is not set: this benchmark reads a real broker")
+	}
+	const ids = 400000
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_0_0_0
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Flush.Bytes = 1 << 20
+	cfg.Producer.Flush.Frequency = 10 * time.Millisecond
+	client, err := sarama.NewClient(strings.Split(brokers, ","), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	topic := fmt.Sprintf("bench-restore-%d", time.Now().UnixNano())
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+		b.Fatal(err)
+	}
+	defer admin.DeleteTopic(topic)
+	writeSeenIDs(b, client, topic, ids)
+	end, err := client.GetOffset(topic, 0, sarama.OffsetNewest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := &member{client: client, tableTopic: topic}
+	var cpu time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		s, err := openStore(b.TempDir(), seenExpiry, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		before := cpuTime()
+		n, err := m.readChangelog(context.Background(), 0, s, 0, end, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cpu += cpuTime() - before
+		if n != ids {
+			b.Fatalf("restored %d records, want %d", n, ids)
+		}
+		s.Close()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*ids), "ns/record")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*ids), "cpu-ns/record")
+}
+
+// writeSeenIDs produces n seen records keyed by distinct random event IDs
+// to topic, of one partition.
+func writeSeenIDs(b *testing.B, client sarama.Client, topic string, n int) {
+	b.Helper()
+	p, err := sarama.NewAsyncProducerFromClient(client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := benchSeenValue(b)
+	done := make(chan error, 1)
+	go func() {
+		var first error
+		for range n {
+			select {
+			case <-p.Successes():
+			case perr := <-p.Errors():
+				if first == nil {
+					first = perr.Err
+				}
+			}
+		}
+		done <- first
+	}()
+	for _, id := range randomEventIDs(n) {
+		p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(id), Value: sarama.ByteEncoder(v)}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		b.Fatal(err)
+	}
 }

@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/dedupkit/dedup/codecs"
 )
 
 // benchStore opens a store holding n committed seen records keyed key-<i>.
@@ -17,10 +15,7 @@ func benchStore(b *testing.B, n int) *store {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
-	v, err := (&codecs.SeenRecord{Topic: "orders", AggregateID: "order-1", ExpiresAt: time.Now().Add(time.Hour)}).MarshalBinary()
-	if err != nil {
-		b.Fatal(err)
-	}
+	v := benchSeenValue(b)
 	for i := 0; i < n; i++ {
 		s.Set("key-"+strconv.Itoa(i), v)
 		if (i+1)%10000 == 0 {
@@ -91,10 +86,7 @@ func BenchmarkStoreGet(b *testing.B) {
 // records (data, counters) to LevelDB: per op, one record.
 func BenchmarkStoreApply(b *testing.B) {
 	s := benchStore(b, 0)
-	v, err := (&codecs.SeenRecord{Topic: "orders", AggregateID: "order-1", ExpiresAt: time.Now().Add(time.Hour)}).MarshalBinary()
-	if err != nil {
-		b.Fatal(err)
-	}
+	v := benchSeenValue(b)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {

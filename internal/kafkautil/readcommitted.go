@@ -59,8 +59,9 @@ func bounds(client sarama.Client, topic string, partition int32) (start, lso int
 
 // readFetchBytes is how much of the partition one fetch of ReadCommitted
 // asks for (a larger first batch still comes whole, KIP-74). sarama decodes
-// a whole response into records before fn sees the first, so this is what a
-// restore holds at once: a worker restoring 10M seen IDs in a 200 MB cgroup
+// a whole response into records before fn sees the first, so this, twice
+// (the response being read and the one fetched ahead), is what a restore
+// holds at once: a worker restoring 10M seen IDs in a 200 MB cgroup
 // peaked at 185 and 191 MiB with 8 MiB fetches and at 162 and 175 MiB with
 // 1 MiB, in the same time (`bench run -hold 10000000`).
 const readFetchBytes = 1 << 20
@@ -78,28 +79,33 @@ func ReadCommitted(ctx context.Context, client sarama.Client, topic string, part
 
 // ReadCommittedTimed is ReadCommitted that also hands fn each record's
 // timestamp, which sarama keeps as a delta from its batch's.
+//
+// While fn goes through one fetch's records, the next fetch is already on its
+// way: from the offset after the response's last whole batch, which is where
+// reading it ends unless fn fails. A restore then waits for the broker only
+// when applying its records is faster than the broker sends them. A prefetch
+// whose offset turns out wrong is dropped, and it never goes past to.
 func ReadCommittedTimed(ctx context.Context, client sarama.Client, topic string, partition int32, from, to int64,
 	fn func(offset int64, ts time.Time, rec *sarama.Record) error) (int64, error) {
 	next := from
 	lastProgress := time.Now()
+	var ahead *prefetch
+	defer func() { ahead.drop() }()
 	for next < to {
 		if err := ctx.Err(); err != nil {
 			return next, err
 		}
-		leader, err := client.Leader(topic, partition)
-		if err != nil {
-			return next, fmt.Errorf("leader of %s/%d: %w", topic, partition, err)
+		var block *sarama.FetchResponseBlock
+		var err error
+		if ahead != nil && ahead.at == next {
+			block, err = ahead.wait()
+		} else {
+			ahead.drop()
+			block, err = fetchCommitted(client, topic, partition, next)
 		}
-		req := &sarama.FetchRequest{Version: 10, MaxWaitTime: 500, MinBytes: 1, MaxBytes: 32 << 20,
-			Isolation: sarama.ReadCommitted, SessionEpoch: -1}
-		req.AddBlock(topic, partition, next, readFetchBytes, -1)
-		resp, err := leader.Fetch(req)
+		ahead = nil
 		if err != nil {
-			return next, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, next, err)
-		}
-		block := resp.GetBlock(topic, partition)
-		if block == nil {
-			return next, fmt.Errorf("fetch %s/%d: no block in response", topic, partition)
+			return next, err
 		}
 		if block.Err != sarama.ErrNoError {
 			if block.Err == sarama.ErrNotLeaderForPartition || block.Err == sarama.ErrLeaderNotAvailable {
@@ -107,6 +113,9 @@ func ReadCommittedTimed(ctx context.Context, client sarama.Client, topic string,
 				continue
 			}
 			return next, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, next, block.Err)
+		}
+		if after := fetchedUpTo(block, next); after > next && after < to {
+			ahead = startPrefetch(client, topic, partition, after)
 		}
 		before := next
 		if next, err = readBlock(block, next, to, fn); err != nil {
@@ -129,6 +138,74 @@ func ReadCommittedTimed(ctx context.Context, client sarama.Client, topic string,
 		}
 	}
 	return next, nil
+}
+
+// fetchCommitted fetches up to readFetchBytes of topic/partition from
+// offset at, read_committed, from the partition's leader.
+func fetchCommitted(client sarama.Client, topic string, partition int32, at int64) (*sarama.FetchResponseBlock, error) {
+	leader, err := client.Leader(topic, partition)
+	if err != nil {
+		return nil, fmt.Errorf("leader of %s/%d: %w", topic, partition, err)
+	}
+	req := &sarama.FetchRequest{Version: 10, MaxWaitTime: 500, MinBytes: 1, MaxBytes: 32 << 20,
+		Isolation: sarama.ReadCommitted, SessionEpoch: -1}
+	req.AddBlock(topic, partition, at, readFetchBytes, -1)
+	resp, err := leader.Fetch(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, at, err)
+	}
+	block := resp.GetBlock(topic, partition)
+	if block == nil {
+		return nil, fmt.Errorf("fetch %s/%d: no block in response", topic, partition)
+	}
+	return block, nil
+}
+
+// A prefetch is one fetch running in its own goroutine, which the reader
+// that started it owns: it waits for the answer, or drops it, which also
+// waits, so no fetch outlives ReadCommittedTimed.
+type prefetch struct {
+	at    int64
+	done  chan struct{}
+	block *sarama.FetchResponseBlock
+	err   error
+}
+
+func startPrefetch(client sarama.Client, topic string, partition int32, at int64) *prefetch {
+	f := &prefetch{at: at, done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		f.block, f.err = fetchCommitted(client, topic, partition, at)
+	}()
+	return f
+}
+
+func (f *prefetch) wait() (*sarama.FetchResponseBlock, error) {
+	<-f.done
+	return f.block, f.err
+}
+
+// drop waits for the fetch to end and forgets its answer; nil does nothing.
+func (f *prefetch) drop() {
+	if f != nil {
+		<-f.done
+	}
+}
+
+// fetchedUpTo is the offset after the last whole batch of block at or past
+// next: where reading block from next ends when fn does not fail (readBlock
+// stops there too). next when there is none.
+func fetchedUpTo(block *sarama.FetchResponseBlock, next int64) int64 {
+	for _, recs := range block.RecordsSet {
+		batch := recs.RecordBatch
+		if batch == nil || batch.PartialTrailingRecord {
+			break
+		}
+		if last := batch.FirstOffset + int64(batch.LastOffsetDelta); last >= next {
+			next = last + 1
+		}
+	}
+	return next
 }
 
 func readBlock(block *sarama.FetchResponseBlock, next, to int64, fn func(int64, time.Time, *sarama.Record) error) (int64, error) {
