@@ -129,7 +129,8 @@ func busyProcesses(d time.Duration) []string {
 }
 
 // runHotPath runs the hot-path `go test -bench` benchmarks of the worker's
-// module and returns their output. The worker's module is found through Go
+// module and returns their output; those that read a real broker
+// (BenchmarkRestoreFromKafka) read the run's. The worker's module is found through Go
 // rather than the working directory, so that the harness run from the
 // repository root (`make bench`) and from the bench module (whose go.mod
 // replaces it with ../) measure the same checkout.
@@ -141,6 +142,7 @@ func runHotPath(ctx context.Context, cfg Config) string {
 	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "1",
 		"./codecs", "./processor", ".")
 	cmd.Dir = strings.TrimSpace(string(dir))
+	cmd.Env = append(os.Environ(), "KAFKA_BROKERS="+strings.Join(cfg.Brokers, ","))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("%s\n(go test -bench failed: %v)", out, err)
