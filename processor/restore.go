@@ -81,11 +81,24 @@ func (m *member) restore(ctx context.Context, p int32, s *store) (int64, error) 
 }
 
 // readChangelog applies partition p's committed changelog records in
-// [from, to) to s, in chunks of restoreChunk records at most, and records
-// the offset reached with each; chunkDone, when not nil, hears of each
-// chunk and of the records left. The memtables grow for a long read and
-// shrink back after it.
+// [from, to) to s (applyChangelog).
 func (m *member) readChangelog(ctx context.Context, p int32, s *store, from, to int64, chunkDone func(chunk, left int64)) (int64, error) {
+	return applyChangelog(s, from, to, chunkDone, func(fn func(int64, *sarama.Record) error) (int64, error) {
+		next, err := kafkautil.ReadCommitted(ctx, m.client, m.tableTopic, p, from, to, fn)
+		if err != nil {
+			err = fmt.Errorf("restore %s/%d: %w", m.tableTopic, p, err)
+		}
+		return next, err
+	})
+}
+
+// applyChangelog applies the changelog records that read hands its
+// callback, those of [from, to), to s in chunks of restoreChunk records at
+// most, and records the offset reached with each; read returns the offset
+// after the last record it read. chunkDone, when not nil, hears of each
+// chunk and of the records left. The memtables grow for a long read and
+// shrink back after it. It returns how many records it applied.
+func applyChangelog(s *store, from, to int64, chunkDone func(chunk, left int64), read func(fn func(int64, *sarama.Record) error) (int64, error)) (int64, error) {
 	total := to - from
 	if total > restoreChunk {
 		if err := s.reopen(restoreWriteBuffer); err != nil {
@@ -96,7 +109,7 @@ func (m *member) readChangelog(ctx context.Context, p int32, s *store, from, to 
 		return 0, err
 	}
 	var n, chunk, chunkBytes int64
-	next, err := kafkautil.ReadCommitted(ctx, m.client, m.tableTopic, p, from, to, func(off int64, rec *sarama.Record) error {
+	next, err := read(func(off int64, rec *sarama.Record) error {
 		if rec.Value == nil {
 			s.Delete(string(rec.Key))
 		} else {
@@ -117,7 +130,7 @@ func (m *member) readChangelog(ctx context.Context, p int32, s *store, from, to 
 	})
 	if err != nil {
 		s.Drop()
-		return n, fmt.Errorf("restore %s/%d: %w", m.tableTopic, p, err)
+		return n, err
 	}
 	if err := s.Apply(next); err != nil {
 		return n, err
