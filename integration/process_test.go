@@ -125,21 +125,6 @@ func (p *proc) waitMetric(name string, timeout time.Duration, cond func(float64)
 	}
 }
 
-// logMark is a position in the worker's log for waitLog.
-func (p *proc) logMark() int { return len(p.logs.String()) }
-
-// waitLog waits until the worker logs a line containing substr after mark.
-func (p *proc) waitLog(mark int, substr string, timeout time.Duration) {
-	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(p.logs.String()[mark:], substr) {
-		if time.Now().After(deadline) {
-			p.t.Fatalf("the worker did not log %q within %v\n%s", substr, timeout, tail(p.logs.String(), 40))
-		}
-		time.Sleep(100 * time.Millisecond) // polling another process's output
-	}
-}
-
 func tail(s string, lines int) string {
 	parts := strings.Split(s, "\n")
 	if len(parts) > lines {

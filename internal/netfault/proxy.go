@@ -54,6 +54,7 @@ type Proxy struct {
 	healed chan struct{} // closed while open; a fresh one while cut
 	closed bool
 	conns  map[net.Conn]struct{} // both ends of every connection
+	gaveUp int                   // connections their client closed while held
 }
 
 // Start listens on every route's address.
@@ -91,6 +92,15 @@ func (p *Proxy) Addrs() string {
 // retransmit them), new connections are accepted and held. Heal delivers
 // what was held, unless an end gave up and closed its connection.
 func (p *Proxy) Blackhole() { p.cut(blackhole) }
+
+// GaveUp is how many connections their client closed during a Blackhole:
+// a client whose requests timed out closes their connection, so a test can
+// wait for a client to have given up instead of guessing its timeouts.
+func (p *Proxy) GaveUp() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gaveUp
+}
 
 // Reset closes every connection and refuses new ones until Heal, like a
 // partition that answers with resets.
@@ -195,10 +205,17 @@ func (p *Proxy) accept(l net.Listener, target string) {
 }
 
 // serve connects one client to the target once traffic may flow, then
-// copies both ways until either end closes.
+// forwards both ways until either end closes. What the client sends is read
+// at once, held or not, so that a client that gives up on a held connection
+// is seen (GaveUp).
 func (p *Proxy) serve(client net.Conn, target string) {
 	defer p.wg.Done()
 	defer p.untrack(client)
+	fromClient := make(chan []byte, heldChunks)
+	stop := make(chan struct{})
+	defer close(stop) // before untrack: the reader may wait to hand a chunk
+	p.wg.Add(1)
+	go p.read(client, fromClient, stop)
 	if !p.gate() {
 		return
 	}
@@ -212,12 +229,63 @@ func (p *Proxy) serve(client net.Conn, target string) {
 	defer p.untrack(server)
 	done := make(chan struct{}, 2)
 	p.wg.Add(2)
-	go p.copy(server, client, done)
 	go p.copy(client, server, done)
+	go p.forward(server, fromClient, done)
 	<-done // one direction ended: close both, which ends the other
 	client.Close()
 	server.Close()
 	<-done
+}
+
+// heldChunks bounds what the proxy holds of one client's bytes (32 KiB
+// reads): past it the client's writes wait, as on a TCP connection whose
+// peer stopped acknowledging.
+const heldChunks = 64
+
+// read hands what src sends to chunks until src closes. A close by the
+// client (not by the proxy) while traffic is held counts as a give-up.
+func (p *Proxy) read(src net.Conn, chunks chan<- []byte, stop <-chan struct{}) {
+	defer p.wg.Done()
+	defer close(chunks)
+	for {
+		buf := make([]byte, 32<<10)
+		n, err := src.Read(buf)
+		if n > 0 {
+			select {
+			case chunks <- buf[:n]:
+			case <-stop:
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				p.clientClosed()
+			}
+			return
+		}
+	}
+}
+
+func (p *Proxy) clientClosed() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state == blackhole {
+		p.gaveUp++
+	}
+}
+
+// forward writes the client's chunks to dst, passing each through the gate.
+func (p *Proxy) forward(dst net.Conn, chunks <-chan []byte, done chan<- struct{}) {
+	defer p.wg.Done()
+	defer func() { done <- struct{}{} }()
+	for b := range chunks {
+		if !p.gate() {
+			return
+		}
+		if _, err := dst.Write(b); err != nil {
+			return
+		}
+	}
 }
 
 // copy forwards src to dst, passing each chunk through the gate.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -169,6 +170,53 @@ func TestBlackholeHoldsTrafficUntilHeal(t *testing.T) {
 	p.Heal()
 	old.mustReply("during")
 	fresh.mustReply("new")
+}
+
+// A client that closes a held connection, open before the cut or opened
+// during it, counts as having given up; what it sent is still delivered at
+// Heal, as TCP delivers what was sent before a close. Connections the proxy
+// closes itself do not count.
+func TestBlackholeCountsClientsThatGiveUp(t *testing.T) {
+	s := newEchoServer(t)
+	p := startProxy(t, s.l.Addr().String())
+	old := forwarding(t, p, "before")
+	idle := forwarding(t, p, "idle")
+
+	p.Blackhole()
+	old.send("old gave up")
+	fresh := dial(t, p.Addrs())
+	fresh.send("fresh gave up")
+	old.c.Close()
+	fresh.c.Close()
+	waitFor(t, "two give-ups", func() bool { return p.GaveUp() == 2 })
+
+	p.Heal()
+	waitFor(t, "the held lines delivered", func() bool { return len(s.received()) == 4 })
+	got := s.received()
+	slices.Sort(got)
+	if want := []string{"before", "fresh gave up", "idle", "old gave up"}; !slices.Equal(got, want) {
+		t.Fatalf("server received %q; want %q", got, want)
+	}
+	idle.send("still open") // only the closed connections count
+	idle.mustReply("still open")
+
+	p.Reset()
+	p.Heal()
+	if n := p.GaveUp(); n != 2 {
+		t.Fatalf("GaveUp = %d after a Reset closed the idle connection; want 2", n)
+	}
+}
+
+// waitFor polls cond, another goroutine's state, for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // A reset closes open connections and refuses new ones until Heal.
