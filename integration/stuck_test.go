@@ -36,14 +36,18 @@ func TestStuckTransactionOfADeadInstanceIsAborted(t *testing.T) {
 	in := events("s", 60)
 	e.produce(in...)
 	start := time.Now()
-	// The group's committed loop offsets cannot tell (the end of a loop
-	// partition read committed-only is where the open transaction begins):
-	// wait for the handler to have seen every event, then check the output.
+	// The group's committed loop offsets cannot tell while the transaction
+	// is open (the end of a loop partition read committed-only is where it
+	// begins): wait for the handler to have seen every event (those that go
+	// through the loop reach it only once the transaction was aborted). The
+	// handler runs before its transaction commits, so then wait for the
+	// group's commits before reading the output.
 	until(t, 60*time.Second, "every event to be processed", func() bool {
 		processed, _ := obs.counts()
 		return processed >= len(in)
 	})
 	took := time.Since(start)
+	e.waitProcessed(group)
 	e.exactlyOnce(in)
 	if obs.looped() == 0 {
 		t.Fatal("no event went through the loop topic: nothing was held, the test proves nothing")
