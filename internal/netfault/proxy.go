@@ -54,7 +54,7 @@ type Proxy struct {
 	healed chan struct{} // closed while open; a fresh one while cut
 	closed bool
 	conns  map[net.Conn]struct{} // both ends of every connection
-	gaveUp int                   // connections their client closed while held
+	gaveUp int                   // connections their client closed during a Blackhole
 }
 
 // Start listens on every route's address.
@@ -90,7 +90,8 @@ func (p *Proxy) Addrs() string {
 // Blackhole stops all traffic the way a partition that drops packets does:
 // connections stay open, bytes sent either way are held (TCP would
 // retransmit them), new connections are accepted and held. Heal delivers
-// what was held, unless an end gave up and closed its connection.
+// what was held, also what a client sent before it gave up and closed its
+// connection, as TCP delivers what was sent before a close.
 func (p *Proxy) Blackhole() { p.cut(blackhole) }
 
 // GaveUp is how many connections their client closed during a Blackhole:
