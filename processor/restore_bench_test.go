@@ -14,6 +14,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
 // BenchmarkStoreRestore applies a changelog partition of 800,000 distinct
@@ -109,7 +110,7 @@ func BenchmarkRestoreFromKafka(b *testing.B) {
 	}
 	const ids = 400000
 	cfg := sarama.NewConfig()
-	cfg.Version = sarama.V3_0_0_0
+	cfg.Version = kafkautil.SaramaVersion
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.Flush.Bytes = 1 << 20
 	cfg.Producer.Flush.Frequency = 10 * time.Millisecond
