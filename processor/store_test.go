@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
+	"github.com/syndtr/goleveldb/leveldb"
+
 	"github.com/dedupkit/dedup/codecs"
 )
 
@@ -217,6 +220,59 @@ func TestStoreReopenKeepsCommittedData(t *testing.T) {
 		k, _ := s.Get(key)
 		if a == nil || k == nil || next != int64(i+2) || s.entries != int64(i+2) {
 			t.Fatalf("after reopen %d: a=%v %s=%v next=%d entries=%d", i, a != nil, key, k != nil, next, s.entries)
+		}
+	}
+}
+
+// A restore lets LevelDB's level-0 tables pile up instead of compacting them
+// as they come (storeOptions): with a changelog's random keys each
+// compaction during the restore rewrote the ones before it. The pile is
+// compacted after the restore, in the background. With goleveldb's default
+// trigger this restore compacts level 0 during it.
+func TestRestoreLeavesCompactionForAfter(t *testing.T) {
+	const n = 500000
+	s, err := openStore(t.TempDir(), seenExpiry, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	v := seenValue(t, time.Now().Add(time.Hour))
+	ids := randomEventIDs(n)
+	var during leveldb.DBStats
+	got, err := applyChangelog(s, 0, n, func(_, left int64) {
+		if left == 0 {
+			if err := s.db.Stats(&during); err != nil {
+				t.Error(err)
+			}
+		}
+	}, func(fn func(int64, *sarama.Record) error) (int64, error) {
+		for off, id := range ids {
+			if err := fn(int64(off), &sarama.Record{Key: []byte(id), Value: v}); err != nil {
+				return int64(off), err
+			}
+		}
+		return n, nil
+	})
+	if err != nil || got != n {
+		t.Fatalf("restored %d records (%v), want %d", got, err, n)
+	}
+	if during.Level0Comp != 0 || during.LevelTablesCounts[0] <= storeOptions(storeWriteBuffer).GetCompactionL0Trigger() {
+		t.Fatalf("at the restore's end: %d level-0 compactions, %d level-0 tables; want none, and more tables than the trigger",
+			during.Level0Comp, during.LevelTablesCounts[0])
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !compacted(s) {
+		if time.Now().After(deadline) {
+			t.Fatal("the tables a restore left were not compacted within a minute")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s.entries != n {
+		t.Fatalf("%d entries, want %d", s.entries, n)
+	}
+	for _, id := range ids[:1000] {
+		if got, err := s.Get(id); err != nil || got == nil {
+			t.Fatalf("%s after the compaction: %v, %v", id, got, err)
 		}
 	}
 }
