@@ -39,11 +39,20 @@ import (
 // the bound then loses at most one transaction in that time, and the
 // warning says to raise the bound.
 //
-// The age is measured on this member's clock from its first sight of the
-// transaction (same producer ID, epoch and start time), not from the
-// broker's start time, so no clock skew between hosts can make a young
-// transaction look old. That costs up to one poll: a kill -9 stalls the
-// others for about the bound plus two polls.
+// A transaction's age has two lower bounds, and it is fenced once either
+// reaches the bound. One is this member's clock since its first sight of
+// the transaction (same producer ID, epoch and start time). The other is
+// the coordinator's own clock: the newest start time among the group's
+// open transactions that coordinator describes (a live member's is at most
+// a commit interval old) minus the transaction's start time. Each compares
+// one clock with itself, so no skew between this host and the brokers can
+// make a young transaction look old; only a transaction begun under
+// another coordinator (the coordinator moved since) mixes two brokers'
+// clocks, by their skew. A fencing in error costs a live member one
+// transaction, never an event. The first bound alone cost a kill -9 the watch's
+// detection (up to two polls) on top of the bound; the second counts from
+// the transaction's start, and the stall is about the bound plus a poll
+// when another member of the group has a transaction open there.
 
 // stuckPoll is how often a loop partition's progress is checked, and how
 // often the open transactions are looked at (one ListTransactions per
@@ -155,7 +164,7 @@ func (w *stuckWatch) run(ctx context.Context) {
 			}
 		}
 		if admin != nil && w.held(client, w.takeSuspects()) {
-			if err := w.look(admin.(sarama.TransactionClusterAdmin)); err != nil {
+			if err := w.look(client, admin.(sarama.TransactionClusterAdmin)); err != nil {
 				w.warn("could not look for stuck transactions; a transaction left open by a dead instance "+
 					"holds the partitions it wrote until the group or the broker aborts it", err)
 				if errors.Is(err, sarama.ErrUnsupportedVersion) {
@@ -199,7 +208,7 @@ func (w *stuckWatch) warn(msg string, err error) {
 // look reads the group's open transactions and fences those that are due.
 // With a broker down it goes on with what the others answered: a
 // transaction that broker coordinates is then not seen, so not fenced.
-func (w *stuckWatch) look(admin sarama.TransactionClusterAdmin) error {
+func (w *stuckWatch) look(client sarama.Client, admin sarama.TransactionClusterAdmin) error {
 	open, err := admin.ListTransactions([]string{sarama.TransactionStateOngoing}, nil, -1)
 	if err != nil && len(open) == 0 {
 		return fmt.Errorf("list transactions: %w", err)
@@ -207,14 +216,18 @@ func (w *stuckWatch) look(admin sarama.TransactionClusterAdmin) error {
 	if err != nil {
 		w.warn("some brokers did not list their open transactions; looking at the others'", err)
 	}
+	// Every member's, this instance's too: their start times tell the
+	// coordinators' clocks (ageFloors).
 	var ids []string
+	watched := false
 	for _, t := range open {
-		if w.track.watched(t.TransactionalID) {
+		if kafkautil.MemberTxnID(w.track.group, t.TransactionalID) {
 			ids = append(ids, t.TransactionalID)
+			watched = watched || w.track.watched(t.TransactionalID)
 		}
 	}
 	var states map[string]sarama.TransactionState
-	if len(ids) > 0 {
+	if watched {
 		if states, err = admin.DescribeTransactions(ids); err != nil && len(states) == 0 {
 			return fmt.Errorf("describe transactions: %w", err)
 		}
@@ -222,7 +235,14 @@ func (w *stuckWatch) look(admin sarama.TransactionClusterAdmin) error {
 			w.warn("some open transactions could not be described; looking at the others", err)
 		}
 	}
-	fence, spared := w.track.due(time.Now(), states)
+	floors := ageFloors(states, func(id string) (int32, bool) {
+		b, err := client.TransactionCoordinator(id) // cached since DescribeTransactions
+		if err != nil {
+			return 0, false
+		}
+		return b.ID(), true
+	})
+	fence, spared := w.track.due(time.Now(), states, floors)
 	for _, id := range spared {
 		w.fence.log.Warn("a transaction of this group has been open longer than --fence-stuck-after again; not fencing it "+
 			"again so soon: if its instance is alive, its transactions take longer than the bound, so raise --fence-stuck-after",
@@ -259,8 +279,38 @@ type stuckTracker struct {
 type sighting struct {
 	producerID int64
 	epoch      int16
-	start      int64 // the coordinator's start time, as an identity only
+	start      int64 // the coordinator's start time
 	first      time.Time
+	quiet      time.Time // spared: not due again before then
+}
+
+// ageFloors is, for each ongoing transaction of states, how much older it
+// is than the newest ongoing one its coordinator described: a lower bound
+// of its age on the coordinator's clock (0 when coordinator does not know
+// its coordinator).
+func ageFloors(states map[string]sarama.TransactionState, coordinator func(id string) (int32, bool)) map[string]time.Duration {
+	type start struct {
+		coordinator int32
+		at          int64
+	}
+	starts := make(map[string]start, len(states))
+	newest := map[int32]int64{}
+	for id, s := range states {
+		if s.TransactionState != sarama.TransactionStateOngoing || !errors.Is(s.ErrorCode, sarama.ErrNoError) {
+			continue
+		}
+		c, ok := coordinator(id)
+		if !ok {
+			continue
+		}
+		starts[id] = start{c, s.TransactionStartTime}
+		newest[c] = max(newest[c], s.TransactionStartTime)
+	}
+	floors := make(map[string]time.Duration, len(starts))
+	for id, s := range starts {
+		floors[id] = time.Duration(newest[s.coordinator]-s.at) * time.Millisecond
+	}
+	return floors
 }
 
 // watched tells whether id is another instance's member of the group.
@@ -268,9 +318,10 @@ func (t *stuckTracker) watched(id string) bool {
 	return kafkautil.MemberTxnID(t.group, id) && !strings.HasPrefix(id, t.own)
 }
 
-// due takes the open transactions seen at now and returns those to fence
-// now and those stuck again within refence of their last fencing.
-func (t *stuckTracker) due(now time.Time, open map[string]sarama.TransactionState) (fence, spared []string) {
+// due takes the open transactions seen at now, with their ages on their
+// coordinators' clocks (ageFloors), and returns those to fence now and
+// those stuck again within refence of their last fencing.
+func (t *stuckTracker) due(now time.Time, open map[string]sarama.TransactionState, floors map[string]time.Duration) (fence, spared []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.seen == nil {
@@ -288,25 +339,22 @@ func (t *stuckTracker) due(now time.Time, open map[string]sarama.TransactionStat
 		got := sighting{producerID: s.ProducerID, epoch: s.ProducerEpoch, start: s.TransactionStartTime, first: now}
 		was, ok := t.seen[id]
 		if !ok || was.producerID != got.producerID || was.epoch != got.epoch || was.start != got.start {
-			t.seen[id] = got
-			continue
+			was = got
+			t.seen[id] = was
 		}
-		if now.Sub(was.first) < t.after {
+		if now.Before(was.quiet) || (now.Sub(was.first) < t.after && floors[id] < t.after) {
 			continue
 		}
 		if last, ok := t.fenced[id]; ok && now.Sub(last) < t.refence {
+			// Warned about once per sighting, not at every poll.
+			was.quiet = now.Add(t.refence)
+			t.seen[id] = was
 			spared = append(spared, id)
 			continue
 		}
 		t.fenced[id] = now
 		delete(t.seen, id)
 		fence = append(fence, id)
-	}
-	// A spared ID is warned about once per sighting, not at every poll.
-	for _, id := range spared {
-		was := t.seen[id]
-		was.first = now.Add(t.refence)
-		t.seen[id] = was
 	}
 	return fence, spared
 }

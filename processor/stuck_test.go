@@ -23,6 +23,7 @@ func TestStuckTracker(t *testing.T) {
 		open   []sarama.TransactionState
 		fence  []string
 		spared []string
+		floors map[string]time.Duration // ages on the coordinators' clocks
 	}
 	cases := []struct {
 		name  string
@@ -69,6 +70,24 @@ func TestStuckTracker(t *testing.T) {
 			{at: 6 * time.Minute, open: []sarama.TransactionState{open("g-b-0", 7, 2, 9000)}},
 			{at: 6*time.Minute + 2*time.Second, open: []sarama.TransactionState{open("g-b-0", 7, 2, 9000)}, fence: []string{"g-b-0"}},
 		}},
+		{"old enough on its coordinator's clock: fenced at first sight", []poll{
+			{at: 0, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 2 * time.Second}, fence: []string{"g-b-0"}},
+		}},
+		{"younger on its coordinator's clock: due once either clock says so", []poll{
+			{at: 0, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 1500 * time.Millisecond}},
+			{at: 400 * time.Millisecond, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 1900 * time.Millisecond}},
+			{at: 500 * time.Millisecond, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 2 * time.Second}, fence: []string{"g-b-0"}},
+		}},
+		{"young on its coordinator's clock: due after the bound from first sight", []poll{
+			{at: 0, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 0}},
+			{at: 1900 * time.Millisecond, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 0}},
+			{at: 2 * time.Second, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 0}, fence: []string{"g-b-0"}},
+		}},
+		{"old on its coordinator's clock soon after its fencing: spared once", []poll{
+			{at: 0, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 3 * time.Second}, fence: []string{"g-b-0"}},
+			{at: time.Second, open: []sarama.TransactionState{open("g-b-0", 7, 2, 5000)}, floors: map[string]time.Duration{"g-b-0": 3 * time.Second}, spared: []string{"g-b-0"}},
+			{at: 2 * time.Second, open: []sarama.TransactionState{open("g-b-0", 7, 2, 5000)}, floors: map[string]time.Duration{"g-b-0": 4 * time.Second}},
+		}},
 		{"each instance on its own", []poll{
 			{at: 0, open: []sarama.TransactionState{other}},
 			{at: time.Second, open: []sarama.TransactionState{other, open("g-c-1", 9, 0, 1)}},
@@ -85,7 +104,7 @@ func TestStuckTracker(t *testing.T) {
 				for _, s := range p.open {
 					states[s.TransactionalID] = s
 				}
-				fence, spared := tr.due(start.Add(p.at), states)
+				fence, spared := tr.due(start.Add(p.at), states, p.floors)
 				slices.Sort(fence)
 				slices.Sort(spared)
 				if !slices.Equal(fence, p.fence) || !slices.Equal(spared, p.spared) {
@@ -112,6 +131,36 @@ func TestStuckBound(t *testing.T) {
 	for _, c := range cases {
 		if got := StuckBound(c.commitInterval, c.retryBudget, c.configured); got != c.want {
 			t.Errorf("%s: StuckBound = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestStuckAgeFloors checks the ages on the coordinators' clocks: each
+// ongoing transaction against the newest ongoing one of its own
+// coordinator, never another's.
+func TestStuckAgeFloors(t *testing.T) {
+	st := func(state string, start int64) sarama.TransactionState {
+		return sarama.TransactionState{TransactionState: state, TransactionStartTime: start}
+	}
+	states := map[string]sarama.TransactionState{
+		"g-b-0": st(sarama.TransactionStateOngoing, 10_000),        // coordinator 1, 2.5 s before its newest
+		"g-a-0": st(sarama.TransactionStateOngoing, 12_500),        // coordinator 1's newest
+		"g-c-0": st(sarama.TransactionStateOngoing, 1_000),         // coordinator 2, alone there
+		"g-d-0": st(sarama.TransactionStateOngoing, 50_000),        // coordinator unknown
+		"g-e-0": st(sarama.TransactionStatePrepareCommit, 900_000), // not ongoing: tells no clock
+	}
+	coordinators := map[string]int32{"g-b-0": 1, "g-a-0": 1, "g-c-0": 2, "g-e-0": 1}
+	got := ageFloors(states, func(id string) (int32, bool) {
+		c, ok := coordinators[id]
+		return c, ok
+	})
+	want := map[string]time.Duration{"g-b-0": 2500 * time.Millisecond, "g-a-0": 0, "g-c-0": 0}
+	if len(got) != len(want) {
+		t.Fatalf("floors %v, want %v", got, want)
+	}
+	for id, d := range want {
+		if got[id] != d {
+			t.Fatalf("floors %v, want %v", got, want)
 		}
 	}
 }
