@@ -49,15 +49,22 @@ import (
 // make a young transaction look old; only a transaction begun under
 // another coordinator (the coordinator moved since) mixes two brokers'
 // clocks, by their skew. A fencing in error costs a live member one
-// transaction, never an event. The first bound alone cost a kill -9 the watch's
-// detection (up to two polls) on top of the bound; the second counts from
-// the transaction's start, and the stall is about the bound plus a poll
-// when another member of the group has a transaction open there.
+// transaction, never an event. The first bound alone cost a kill -9 the
+// watch's detection (up to two polls) on top of the bound; the second
+// counts from the transaction's start. When another member of the group has
+// a transaction open at the same coordinator, and the watch looks again
+// when a transaction is about to be due, a kill -9 stalls the others for
+// about the bound.
 
 // stuckPoll is how often a loop partition's progress is checked, and how
 // often the open transactions are looked at (one ListTransactions per
 // broker) while a loop partition the instance owns is held.
 const stuckPoll = 500 * time.Millisecond
+
+// stuckSoonest is the least wait before the watch looks again at a
+// transaction about to be due, so that a kill -9 stalls the others for
+// about the bound, not the bound rounded up to the next poll.
+const stuckSoonest = 20 * time.Millisecond
 
 // stuckRefence is how long a transactional ID fenced as stuck is not fenced
 // as stuck again.
@@ -141,8 +148,9 @@ func (w *stuckWatch) held(client sarama.Client, suspects map[int32]int64) bool {
 }
 
 // run looks at the open transactions each time a suspect is held, at most
-// once per stuckPoll, until ctx is done. Errors are logged and retried at
-// the next wake: the leader's fencing and the broker's expiry remain.
+// once per stuckPoll, and again when one will be due before the next poll,
+// until ctx is done. Errors are logged and retried at the next wake: the
+// leader's fencing and the broker's expiry remain.
 func (w *stuckWatch) run(ctx context.Context) {
 	var admin sarama.ClusterAdmin // its client reads uncommitted (held)
 	var client sarama.Client
@@ -163,8 +171,9 @@ func (w *stuckWatch) run(ctx context.Context) {
 				w.warn("could not look for stuck transactions", err)
 			}
 		}
-		if admin != nil && w.held(client, w.takeSuspects()) {
-			if err := w.look(client, admin.(sarama.TransactionClusterAdmin)); err != nil {
+		for looks := admin != nil && w.held(client, w.takeSuspects()); looks; {
+			next, err := w.look(client, admin.(sarama.TransactionClusterAdmin))
+			if err != nil {
 				w.warn("could not look for stuck transactions; a transaction left open by a dead instance "+
 					"holds the partitions it wrote until the group or the broker aborts it", err)
 				if errors.Is(err, sarama.ErrUnsupportedVersion) {
@@ -172,6 +181,10 @@ func (w *stuckWatch) run(ctx context.Context) {
 				}
 				admin.Close()
 				admin = nil
+				break
+			}
+			if looks = next > 0 && next < stuckPoll; looks && !sleep(ctx, max(next, stuckSoonest)) {
+				return
 			}
 		}
 		if !sleep(ctx, stuckPoll) {
@@ -205,13 +218,14 @@ func (w *stuckWatch) warn(msg string, err error) {
 	}
 }
 
-// look reads the group's open transactions and fences those that are due.
+// look reads the group's open transactions and fences those that are due;
+// next is how soon another one will be (0: none is watched).
 // With a broker down it goes on with what the others answered: a
 // transaction that broker coordinates is then not seen, so not fenced.
-func (w *stuckWatch) look(client sarama.Client, admin sarama.TransactionClusterAdmin) error {
+func (w *stuckWatch) look(client sarama.Client, admin sarama.TransactionClusterAdmin) (next time.Duration, err error) {
 	open, err := admin.ListTransactions([]string{sarama.TransactionStateOngoing}, nil, -1)
 	if err != nil && len(open) == 0 {
-		return fmt.Errorf("list transactions: %w", err)
+		return 0, fmt.Errorf("list transactions: %w", err)
 	}
 	if err != nil {
 		w.warn("some brokers did not list their open transactions; looking at the others'", err)
@@ -229,7 +243,7 @@ func (w *stuckWatch) look(client sarama.Client, admin sarama.TransactionClusterA
 	var states map[string]sarama.TransactionState
 	if watched {
 		if states, err = admin.DescribeTransactions(ids); err != nil && len(states) == 0 {
-			return fmt.Errorf("describe transactions: %w", err)
+			return 0, fmt.Errorf("describe transactions: %w", err)
 		}
 		if err != nil {
 			w.warn("some open transactions could not be described; looking at the others", err)
@@ -242,7 +256,7 @@ func (w *stuckWatch) look(client sarama.Client, admin sarama.TransactionClusterA
 		}
 		return b.ID(), true
 	})
-	fence, spared := w.track.due(time.Now(), states, floors)
+	fence, spared, next := w.track.due(time.Now(), states, floors)
 	for _, id := range spared {
 		w.fence.log.Warn("a transaction of this group has been open longer than --fence-stuck-after again; not fencing it "+
 			"again so soon: if its instance is alive, its transactions take longer than the bound, so raise --fence-stuck-after",
@@ -259,7 +273,7 @@ func (w *stuckWatch) look(client sarama.Client, admin sarama.TransactionClusterA
 			"its instance is dead or stalled, and it held the partitions it wrote", "transactionalId", id,
 			"after", w.track.after, "took", time.Since(start).Round(time.Millisecond))
 	}
-	return nil
+	return next, nil
 }
 
 // stuckTracker decides which transactions are stuck. It holds no client,
@@ -319,9 +333,10 @@ func (t *stuckTracker) watched(id string) bool {
 }
 
 // due takes the open transactions seen at now, with their ages on their
-// coordinators' clocks (ageFloors), and returns those to fence now and
-// those stuck again within refence of their last fencing.
-func (t *stuckTracker) due(now time.Time, open map[string]sarama.TransactionState, floors map[string]time.Duration) (fence, spared []string) {
+// coordinators' clocks (ageFloors), and returns those to fence now, those
+// stuck again within refence of their last fencing, and how soon the next
+// of the others will be due if it stays open (0: none).
+func (t *stuckTracker) due(now time.Time, open map[string]sarama.TransactionState, floors map[string]time.Duration) (fence, spared []string, next time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.seen == nil {
@@ -342,7 +357,13 @@ func (t *stuckTracker) due(now time.Time, open map[string]sarama.TransactionStat
 			was = got
 			t.seen[id] = was
 		}
-		if now.Before(was.quiet) || (now.Sub(was.first) < t.after && floors[id] < t.after) {
+		if now.Before(was.quiet) {
+			continue
+		}
+		if age := max(now.Sub(was.first), floors[id]); age < t.after {
+			if next == 0 || t.after-age < next {
+				next = t.after - age
+			}
 			continue
 		}
 		if last, ok := t.fenced[id]; ok && now.Sub(last) < t.refence {
@@ -356,7 +377,7 @@ func (t *stuckTracker) due(now time.Time, open map[string]sarama.TransactionStat
 		delete(t.seen, id)
 		fence = append(fence, id)
 	}
-	return fence, spared
+	return fence, spared, next
 }
 
 // watchBlocked tells the stuck watch of the loop claim each stuckPoll its

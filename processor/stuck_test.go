@@ -24,6 +24,7 @@ func TestStuckTracker(t *testing.T) {
 		fence  []string
 		spared []string
 		floors map[string]time.Duration // ages on the coordinators' clocks
+		next   time.Duration            // when not 0: how soon the next is due
 	}
 	cases := []struct {
 		name  string
@@ -74,13 +75,13 @@ func TestStuckTracker(t *testing.T) {
 			{at: 0, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 2 * time.Second}, fence: []string{"g-b-0"}},
 		}},
 		{"younger on its coordinator's clock: due once either clock says so", []poll{
-			{at: 0, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 1500 * time.Millisecond}},
-			{at: 400 * time.Millisecond, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 1900 * time.Millisecond}},
+			{at: 0, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 1500 * time.Millisecond}, next: 500 * time.Millisecond},
+			{at: 400 * time.Millisecond, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 1900 * time.Millisecond}, next: 100 * time.Millisecond},
 			{at: 500 * time.Millisecond, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 2 * time.Second}, fence: []string{"g-b-0"}},
 		}},
 		{"young on its coordinator's clock: due after the bound from first sight", []poll{
-			{at: 0, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 0}},
-			{at: 1900 * time.Millisecond, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 0}},
+			{at: 0, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 0}, next: 2 * time.Second},
+			{at: 1900 * time.Millisecond, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 0}, next: 100 * time.Millisecond},
 			{at: 2 * time.Second, open: []sarama.TransactionState{other}, floors: map[string]time.Duration{"g-b-0": 0}, fence: []string{"g-b-0"}},
 		}},
 		{"old on its coordinator's clock soon after its fencing: spared once", []poll{
@@ -104,11 +105,14 @@ func TestStuckTracker(t *testing.T) {
 				for _, s := range p.open {
 					states[s.TransactionalID] = s
 				}
-				fence, spared := tr.due(start.Add(p.at), states, p.floors)
+				fence, spared, next := tr.due(start.Add(p.at), states, p.floors)
 				slices.Sort(fence)
 				slices.Sort(spared)
 				if !slices.Equal(fence, p.fence) || !slices.Equal(spared, p.spared) {
 					t.Fatalf("poll %d at %v: fence %v, spared %v; want %v, %v", i, p.at, fence, spared, p.fence, p.spared)
+				}
+				if p.next != 0 && next != p.next {
+					t.Fatalf("poll %d at %v: next due in %v, want %v", i, p.at, next, p.next)
 				}
 			}
 		})
