@@ -24,7 +24,8 @@ import (
 // newcomer's warm-up, spends on LevelDB.
 // Per op, one whole restore; ns/record is its wall time per record and
 // cpu-ns/record the process's CPU per record, LevelDB's compactions
-// included, those a restore leaves to the background too. BenchmarkRestoreFromKafka adds the fetches.
+// included, those a restore leaves to the background too.
+// BenchmarkRestoreFromKafka adds the fetches.
 func BenchmarkStoreRestore(b *testing.B) {
 	const ids = 800000
 	v := benchSeenValue(b)
