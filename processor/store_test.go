@@ -260,13 +260,7 @@ func TestRestoreLeavesCompactionForAfter(t *testing.T) {
 		t.Fatalf("at the restore's end: %d level-0 compactions, %d level-0 tables; want none, and more tables than the trigger",
 			during.Level0Comp, during.LevelTablesCounts[0])
 	}
-	deadline := time.Now().Add(time.Minute)
-	for !compacted(s) {
-		if time.Now().After(deadline) {
-			t.Fatal("the tables a restore left were not compacted within a minute")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitCompactions(t, s) // the pile is compacted after the restore
 	if s.entries != n {
 		t.Fatalf("%d entries, want %d", s.entries, n)
 	}
