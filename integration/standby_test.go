@@ -2,9 +2,11 @@ package integration
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/processor"
 )
 
@@ -84,4 +86,109 @@ func TestStandbyReplicas(t *testing.T) {
 			}
 		})
 	}
+}
+
+// warmHooks holds a member's standbys at their first catch-up until
+// released, so its warm-ups cannot finish, and records which input
+// partitions it consumed and the records it committed meanwhile.
+type warmHooks struct {
+	tableHooks
+	input   string
+	release chan struct{}
+	inputs  map[int32]bool // input partitions the member reported lag for
+	written int            // records the member committed
+}
+
+func (h *warmHooks) StandbyLag(_ int32, records int64) {
+	if records > 0 {
+		<-h.release
+	}
+}
+
+func (h *warmHooks) ConsumerLag(topic string, p int32, _ int64) {
+	if topic != h.input {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.inputs[p] = true
+}
+
+func (h *warmHooks) TxnCommitted(_ time.Duration, records int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.written += records
+}
+
+func (h *warmHooks) consumed() (inputs, written int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.inputs), h.written
+}
+
+// mixedEvents is events with every other one keyed by its ID: the table
+// partition it arrived in judges those, the others are re-keyed. They are
+// spread over the partitions round robin, not by the worker's key hash, as
+// by a producer with another partitioner: an event keyed by its ID is then
+// judged in a partition its key does not hash to.
+func mixedEvents(prefix string, n int, partitions int32) []kafkatest.Record {
+	recs := events(prefix, n)
+	for i := range recs {
+		if i%2 == 0 {
+			recs[i].Key = fmt.Sprintf("%s-%d", prefix, i)
+		}
+		recs[i].Partition = int32(i) % partitions
+	}
+	return recs
+}
+
+// produceTo writes recs to the input, each to its Partition.
+func (e *env) produceTo(recs ...kafkatest.Record) {
+	e.t.Helper()
+	if _, err := kafkatest.ProduceTo(e.brokers, e.input, recs); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestJoinConsumesInputsWhileItWarmsUp: with a standby replica, a worker
+// that joins consumes its share of the input at once, while its warm-up
+// standbys copy the tables it will own. It forwards the events it would
+// judge in those tables to the loop partitions of the same numbers, whose
+// owner keeps judging them, so copies of earlier events are still skipped.
+// Once warm it owns the tables too. The output is exactly-once throughout.
+func TestJoinConsumesInputsWhileItWarmsUp(t *testing.T) {
+	e := newEnv(t, 4)
+	group := e.group("inputfirst")
+	hooksA := &restoreHooks{}
+	a := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: hooksA,
+		StandbyReplicas: 1, LeaveGroupOnStop: true})
+	until(t, 60*time.Second, "A to hold every partition", func() bool { return a.ready() && len(hooksA.held()) == 4 })
+	first := mixedEvents("if1", 2000, 4)
+	e.produceTo(first...)
+	e.waitProcessed(group)
+
+	hooksB := &warmHooks{input: e.input, release: make(chan struct{}), inputs: map[int32]bool{}}
+	b := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: hooksB,
+		StandbyReplicas: 1})
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(hooksB.release) }) }) // before B stops (cleanups run last first)
+	until(t, 90*time.Second, "B to consume input partitions while its warm-ups are held", func() bool {
+		inputs, _ := hooksB.consumed()
+		return inputs == 2
+	})
+	second := mixedEvents("if2", 400, 4)
+	e.produceTo(append(second, first[:200]...)...)
+	e.waitProcessed(group)
+	if _, written := hooksB.consumed(); written == 0 || len(hooksB.held()) != 0 {
+		t.Fatalf("while warming up B committed %d records and holds tables %v; want some records and no table", written, hooksB.held())
+	}
+
+	release.Do(func() { close(hooksB.release) })
+	until(t, 90*time.Second, "A and B to hold 2 tables each", func() bool {
+		return a.ready() && b.ready() && len(hooksA.held()) == 2 && len(hooksB.held()) == 2
+	})
+	third := mixedEvents("if3", 400, 4)
+	e.produceTo(append(third, second[:100]...)...)
+	e.waitProcessed(group)
+	e.exactlyOnce(append(append(first, second...), third...))
 }

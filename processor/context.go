@@ -17,9 +17,10 @@ type manualPartition struct{}
 // transaction and table writes go to the partition's overlay, so nothing is
 // visible until the transaction commits.
 type txnContext struct {
-	m     *member
-	ctx   context.Context
-	table *partitionTable // of the message's partition
+	m         *member
+	ctx       context.Context
+	table     *partitionTable // of the message's partition; nil: another member holds it
+	partition int32           // the message's
 }
 
 func (c *txnContext) Context() context.Context { return c.ctx }
@@ -29,7 +30,13 @@ func (c *txnContext) MaxRecordBytes() int { return c.m.maxRecord }
 
 // Table is the message's partition, which reads and writes any key: under
 // dedup.RekeyNever an event is judged there under its dedup key.
-func (c *txnContext) Table(string) (engine.Table, error) { return c.table, nil }
+// engine.ErrTableElsewhere while another member holds it (member.process).
+func (c *txnContext) Table(string) (engine.Table, error) {
+	if c.table == nil {
+		return nil, engine.ErrTableElsewhere
+	}
+	return c.table, nil
+}
 
 // LoopTable is the table partition a record of key sent to the loop topic
 // would come back to, when this member owns it.
@@ -51,5 +58,12 @@ func (c *txnContext) Emit(topic, key string, value []byte, headers dedup.Headers
 // Loopback queues a loop record for the transaction, as Emit.
 func (c *txnContext) Loopback(key string, value []byte, headers dedup.Headers) error {
 	c.m.queueLoop(key, value, recordHeaders(headers))
+	return nil
+}
+
+// Forward queues a loop record for the transaction, to the loop partition
+// of the message's partition number, whose owner holds its table.
+func (c *txnContext) Forward(key string, value []byte, headers dedup.Headers) error {
+	c.m.queueForward(c.partition, key, value, recordHeaders(headers))
 	return nil
 }

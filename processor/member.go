@@ -238,14 +238,17 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 	done := sess.Context().Done()
 	// Nothing of the partition reaches the loop before its table: the
 	// restore handed the table to the loop before it ended (session.go).
-	r := m.restores[claim.Partition()]
-	select {
-	case <-r.done:
-	case <-done:
-		return nil
-	}
-	if !r.ok {
-		return nil // the restore failed and ended the session
+	// An input partition whose table another member holds has no restore:
+	// the loop forwards its events to that member (process).
+	if r := m.restores[claim.Partition()]; r != nil {
+		select {
+		case <-r.done:
+		case <-done:
+			return nil
+		}
+		if !r.ok {
+			return nil // the restore failed and ended the session
+		}
 	}
 	m.resume.started(claim, progress)
 	for {
@@ -409,10 +412,16 @@ func (m *member) process(sess sarama.ConsumerGroupSession, in inbound) {
 	msg := in.msg
 	t := m.tables[msg.Partition]
 	var err error
-	if t == nil {
+	switch {
+	case t != nil:
+		err = engine.ProcessRecord(m.topo, &txnContext{m: m, ctx: sess.Context(), table: t, partition: msg.Partition}, in.prep, msg.Value)
+	case m.restores[msg.Partition] == nil && msg.Topic != m.loopTopic:
+		// An input partition whose table another member holds while
+		// this one warms it up: the engine forwards what it would judge
+		// there (txnContext.Table).
+		err = engine.ProcessRecord(m.topo, &txnContext{m: m, ctx: sess.Context(), partition: msg.Partition}, in.prep, msg.Value)
+	default:
 		err = fmt.Errorf("message from unassigned partition %s/%d", msg.Topic, msg.Partition)
-	} else {
-		err = engine.ProcessRecord(m.topo, &txnContext{m: m, ctx: sess.Context(), table: t}, in.prep, msg.Value)
 	}
 	switch {
 	case errors.Is(err, dedup.ErrInterrupted):
@@ -453,6 +462,14 @@ func (m *member) queueChangelog(partition int32, key string, value []byte) {
 func (m *member) queueLoop(key string, value []byte, headers []sarama.RecordHeader) {
 	msg := newRecord(m.loopTopic, key, value, headers)
 	msg.Partition, msg.Metadata = hashPartition(key, m.partitions), manualPartition{}
+	m.send(msg)
+}
+
+// queueForward streams a record to the loop topic's partition of the
+// given number, whose owner holds that partition's table.
+func (m *member) queueForward(partition int32, key string, value []byte, headers []sarama.RecordHeader) {
+	msg := newRecord(m.loopTopic, key, value, headers)
+	msg.Partition, msg.Metadata = partition, manualPartition{}
 	m.send(msg)
 }
 

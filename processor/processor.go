@@ -245,7 +245,14 @@ func (m *member) connect() error {
 	if m.standby != nil {
 		// This member's own instance of the sticky strategy: it reports
 		// the standbys the member holds and hears which to hold.
-		m.strategy = assign.NewMember(m.host, m.cfg.StandbyReplicas, func() ([]int32, []int32) { return m.standby.held(m) })
+		// With re-keying, a member can forward what it would judge in a
+		// table it does not hold, so a member warming a table up takes
+		// its inputs at once (internal/assign's input-first plan).
+		forwardTo := ""
+		if m.topo.Rekey != dedup.RekeyNever {
+			forwardTo = m.loopTopic
+		}
+		m.strategy = assign.NewMember(m.host, m.cfg.StandbyReplicas, func() ([]int32, []int32) { return m.standby.held(m) }, forwardTo)
 		cc.Consumer.Group.Rebalance.GroupStrategies[0] = m.strategy
 	}
 	// When this member leads the group, it aborts the transactions of

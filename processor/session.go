@@ -91,7 +91,7 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	// Uncommitted records of moved partitions are dropped; the others' wait
 	// stops while the tables are restored (health.go).
 	m.health.restoring(time.Now(), sess.Claims())
-	claimed := claimedPartitions(sess.Claims())
+	claimed := m.claimedTables(sess.Claims())
 	m.owned.Store(int32(len(claimed)))
 	m.saveClaimed(claimed)
 	m.awaitPreopen(sess.Context().Done())
@@ -113,20 +113,15 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	return nil
 }
 
-// claimedPartitions is the partitions of claims, each once: every input and
-// the loop topic claim the same ones (copartitioned), and one store serves
-// them all.
-func claimedPartitions(claims map[string][]int32) []int32 {
-	var out []int32
-	for _, parts := range claims {
-		for _, p := range parts {
-			if !slices.Contains(out, p) {
-				out = append(out, p)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
+// claimedTables is the table partitions of claims: the loop topic's. The
+// inputs are claimed with the same partitions (copartitioned), except while
+// this member warms up a table another member holds: then it claims that
+// partition's inputs without its table and forwards what it would judge
+// there (txnContext.Forward), or while another member warms up one of this
+// member's tables: then this member keeps the table and loop partition
+// without the inputs (internal/assign's input-first plan).
+func (m *member) claimedTables(claims map[string][]int32) []int32 {
+	return slices.Sorted(slices.Values(claims[m.loopTopic]))
 }
 
 // startRestores starts the restores of the claimed partitions and a

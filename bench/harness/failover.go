@@ -87,6 +87,13 @@ type FailoverContender struct {
 	// SIGTERM by default; a worker that can leave the group on its way out
 	// (a signal, or a flag in Args) can say so here.
 	Leave StopMethod
+	// Handover: on a scale out, the contender hands the new instance its
+	// share of every topic within the event, so the harness waits for it
+	// (eventMeasure.Handover). Kafka Streams moves a stateful task to a
+	// new instance at its probing rebalance, 10 min later by default
+	// (probing.rebalance.interval.ms), which the benchmark does not wait
+	// for.
+	Handover bool
 }
 
 // FailoverContenders are the contenders the failover benchmark knows.
@@ -94,9 +101,9 @@ type FailoverContender struct {
 // Streams application (bench/kstreams) with one.
 func FailoverContenders() []FailoverContender {
 	return []FailoverContender{
-		{Name: "eos", Label: "eos", Kind: contenders.Exactly, Leave: stopLeave},
+		{Name: "eos", Label: "eos", Kind: contenders.Exactly, Leave: stopLeave, Handover: true},
 		{Name: "eos-standby", Label: "eos 1 standby", Kind: contenders.Exactly,
-			Args: []string{"-standby-replicas", "1"}, Leave: stopLeave},
+			Args: []string{"-standby-replicas", "1"}, Leave: stopLeave, Handover: true},
 		{Name: "kstreams", Label: "kstreams 1 standby", Kind: contenders.KStreams,
 			Args: []string{"-standby-replicas", "1"}, Leave: stopLeave},
 	}
@@ -117,6 +124,9 @@ type Scenario struct {
 	// Pause: report the pause of the affected partitions, which differs
 	// from the gap when a contender warms a new owner up first.
 	Pause bool
+	// Handover: report when a new instance held its share of every topic
+	// (FailoverContender.Handover).
+	Handover bool
 }
 
 // Scenarios are the events, in report order.
@@ -125,7 +135,7 @@ func Scenarios() []Scenario {
 		{Name: "kill", Label: "1. kill -9, not restarted", Stop: &stopKill, Stall: true},
 		{Name: "kill-restart", Label: "2. kill -9, restarted at once", Stop: &stopKill, Restart: true},
 		{Name: "term-restart", Label: "3. SIGTERM, restarted at once", Stop: &stopTerm, Restart: true},
-		{Name: "scale-out", Label: "4. a 4th instance joins", Stall: true, Pause: true},
+		{Name: "scale-out", Label: "4. a 4th instance joins", Stall: true, Pause: true, Handover: true},
 		{Name: "stop", Label: "5. stopped for good", Leave: true},
 	}
 }

@@ -61,19 +61,31 @@ func (r *FailoverReport) tableLines() []string {
 	for _, sc := range scs {
 		gap, stall := "| "+sc.Label+" |", "| "+sc.Label+": longest stall of the partitions that did not move |"
 		pause := "| " + sc.Label + ": longest pause of the partitions that moved |"
+		handover := "| " + sc.Label + ": until it also holds its share of the tables |"
+		handoverPause := "| " + sc.Label + ": longest pause of the tables' partitions handed over |"
 		for _, ct := range cts {
 			res := r.result(ct.Name, sc.Name)
-			var gaps, stalls, pauses []time.Duration
+			var gaps, stalls, pauses, handovers, handoverPauses []time.Duration
 			if res != nil {
-				gaps, stalls, pauses = res.Gaps, res.Stalls, res.Pauses
+				gaps, stalls, pauses, handovers, handoverPauses = res.Gaps, res.Stalls, res.Pauses, res.Handovers, res.HandoverPauses
 			}
 			gap += " " + gapCell(res, gaps) + " |"
 			stall += " " + gapCell(res, stalls) + " |"
 			pause += " " + gapCell(res, pauses) + " |"
+			if ct.Handover {
+				handover += " " + gapCell(res, handovers) + " |"
+				handoverPause += " " + gapCell(res, handoverPauses) + " |"
+			} else {
+				handover += " not measured (a probing rebalance, 10 min later by default) |"
+				handoverPause += " - |"
+			}
 		}
 		lines = append(lines, gap)
 		if sc.Pause {
 			lines = append(lines, pause)
+		}
+		if sc.Handover {
+			lines = append(lines, handover, handoverPause)
 		}
 		if sc.Stall {
 			lines = append(lines, stall)
@@ -181,9 +193,11 @@ func (r *FailoverReport) markdown(chartRel string) string {
 	p("- Every %s the harness reads the group's committed offsets (ListConsumerGroupOffsets), its members and their", c.PollInterval)
 	p("  assignments (DescribeConsumerGroups) and the partitions' log end offsets: only the group protocol, so any")
 	p("  consumer-group contender is measured the same way. Partitions are those of every topic the group consumes")
-	p("  (for the worker: the input and its re-key topic `<group>-loop`, partition p of both with the same member,")
-	p("  which keeps the table of p; for Kafka Streams: the input, whose tasks keep no state, and `<group>-loop-repartition`,")
-	p("  whose tasks keep the store, assigned each on its own).")
+	p("  (for the worker: the input and its re-key topic `<group>-loop`, whose partition p goes with the table of p;")
+	p("  partition p of the input goes with it too, except that with standby replicas a new instance consumes the")
+	p("  input partitions of the tables it warms up at once and forwards to their old owner what they judge; for Kafka")
+	p("  Streams: the input, whose tasks keep no state, and `<group>-loop-repartition`, whose tasks keep the store,")
+	p("  assigned each on its own).")
 	p("- **Gap**: from the event until every affected partition (owned by the stopped instance, or whose owner")
 	p("  changed) has a committed offset beyond the one it had when its new (or restarted) owner took it over, the")
 	p("  group Stable. An old owner's last commit on its way out does not count. Scale out's event is the join: the")
@@ -194,6 +208,11 @@ func (r *FailoverReport) markdown(chartRel string) string {
 	p("  committed offset advancing while records waited beyond it, from the event until the gap was over. After a")
 	p("  stop it is about the gap; when a new owner warms up first, the old owner processes the partition meanwhile,")
 	p("  and the pause is the hand-over alone.")
+	p("- **Until it also holds its share of the tables** (scale out): from the join until the new instance holds at")
+	p("  least its share (12 partitions over 4 instances: 3) of every topic the group consumes, the group Stable, and")
+	p("  each of those partitions committed again under it: for the worker with standby replicas, once its warm-ups")
+	p("  caught up and it rejoined. Its pause is the longest pause of those partitions meanwhile. Kafka Streams")
+	p("  moves its stateful tasks at a probing rebalance, 10 min after the join by default, which is not awaited.")
 	p("- **Stall of the partitions that did not move**: the longest time one of them went without its committed offset")
 	p("  advancing while records waited beyond it, from the event until the group was Stable again and the gap over.")
 	p("- After each scenario the load stops and the output is checked: every event of the records written comes out")
@@ -201,13 +220,13 @@ func (r *FailoverReport) markdown(chartRel string) string {
 	p("")
 	p("## Per scenario")
 	p("")
-	p("| contender | scenario | gaps | pauses of moved | stalls of unmoved | affected partitions | records in | events | outputs | missing | duplicated | error |")
-	p("|---|---|---|---|---|---|---:|---:|---:|---:|---:|---|")
+	p("| contender | scenario | gaps | pauses of moved | stalls of unmoved | tables held | affected partitions | records in | events | outputs | missing | duplicated | error |")
+	p("|---|---|---|---|---|---|---|---:|---:|---:|---:|---:|---|")
 	for _, res := range r.Results {
 		cr := res.Correct
-		p("| %s | %s | %s | %s | %s | %v | %d | %d | %d | %d | %d | %s |", res.Contender, res.Scenario, strings.Join(roundAll(res.Gaps), ", "),
-			strings.Join(roundAll(res.Pauses), ", "), strings.Join(roundAll(res.Stalls), ", "), res.Affected, res.Produced, cr.Expected, cr.Outputs, cr.Missing, cr.Duplicates,
-			strings.ReplaceAll(res.Err, "\n", " "))
+		p("| %s | %s | %s | %s | %s | %s | %v | %d | %d | %d | %d | %d | %s |", res.Contender, res.Scenario, strings.Join(roundAll(res.Gaps), ", "),
+			strings.Join(roundAll(res.Pauses), ", "), strings.Join(roundAll(res.Stalls), ", "), strings.Join(roundAll(res.Handovers), ", "),
+			res.Affected, res.Produced, cr.Expected, cr.Outputs, cr.Missing, cr.Duplicates, strings.ReplaceAll(res.Err, "\n", " "))
 	}
 	p("")
 	p("Go %s; load average at the start: %s.", strings.TrimPrefix(m.Go, "go"), m.LoadAvg)

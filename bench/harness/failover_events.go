@@ -37,9 +37,14 @@ func (f *failover) events(ctx context.Context, loadEnded <-chan struct{}, r *Sce
 		r.Gaps = append(r.Gaps, m.Gap)
 		r.Stalls = append(r.Stalls, m.Stall)
 		r.Pauses = append(r.Pauses, m.Pause)
+		if f.ct.Handover && f.sc.Handover {
+			r.Handovers = append(r.Handovers, m.Handover)
+			r.HandoverPauses = append(r.HandoverPauses, m.HandoverPause)
+		}
 		r.Affected = append(r.Affected, m.Affected)
-		f.cfg.logf("%s %s #%d: gap %v (%d partitions affected, paused %v at most), stall of %d unmoved %v", f.ct.Name, f.sc.Name, rep+1,
-			m.Gap.Round(time.Millisecond), m.Affected, m.Pause.Round(time.Millisecond), m.Unmoved, m.Stall.Round(time.Millisecond))
+		f.cfg.logf("%s %s #%d: gap %v (%d partitions affected, paused %v at most), stall of %d unmoved %v, handover %v (paused %v)",
+			f.ct.Name, f.sc.Name, rep+1, m.Gap.Round(time.Millisecond), m.Affected, m.Pause.Round(time.Millisecond), m.Unmoved,
+			m.Stall.Round(time.Millisecond), m.Handover.Round(time.Millisecond), m.HandoverPause.Round(time.Millisecond))
 		if f.rest, err = f.steady(ctx, f.ids); err != nil {
 			return fmt.Errorf("after event %d: %w", rep+1, err)
 		}
@@ -216,7 +221,20 @@ func (f *failover) scaleOutEvent(ctx context.Context) (eventMeasure, error) {
 	if len(samples) > 0 && samples[0].at.Before(at) {
 		at = samples[0].at.Add(time.Millisecond)
 	}
-	return f.measure(ctx, at, at, "", want)
+	m, err := f.measure(ctx, at, at, "", want)
+	if err != nil || !f.ct.Handover {
+		return m, err
+	}
+	newcomer, _ := identities(f.pol.latest(), []string{id})
+	err = f.await(ctx, at.Add(f.cfg.EventTimeout), func() bool {
+		var ok bool
+		m.Handover, m.HandoverPause, ok = measureHandover(f.pol.since(at), at, newcomer[0], want)
+		return ok
+	})
+	if err != nil {
+		return m, fmt.Errorf("instance %s did not take its share of every topic over: %w", id, err)
+	}
+	return m, nil
 }
 
 var errLoadEnded = errors.New("the steady load's plan ran out before the scenario ended; raise -event-timeout")

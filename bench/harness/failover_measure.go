@@ -21,6 +21,15 @@ type eventMeasure struct {
 	// without its committed offset advancing while it had input waiting,
 	// from the event until the group was stable again (and the gap over).
 	Stall time.Duration
+	// Handover (scale out, a contender that hands a new member everything
+	// within the event): from the event until the new member held its
+	// share of every topic's partitions and each of them committed again
+	// under it. It differs from the gap when a contender hands a new
+	// member the partitions that keep no state first (the worker's input
+	// partitions while it warms their tables up, Kafka Streams' stateless
+	// tasks) and the rest once warm. HandoverPause is the longest pause of
+	// those partitions meanwhile. Zero when not measured.
+	Handover, HandoverPause time.Duration
 	// Affected and Unmoved count the partitions of either kind.
 	Affected, Unmoved int
 	// Settled: the group was Stable with the wanted members from then on.
@@ -91,6 +100,62 @@ func measureEvent(samples []*groupSample, at, quiet time.Time, victim string, wa
 		m.Pause = max(m.Pause, longestStall(samples, p, at, end))
 	}
 	return m, true
+}
+
+// measureHandover reads, from samples taken since a join at time at, when
+// member newcomer held its share of every topic (the floor of the topic's
+// partitions over the members want) in a Stable group and each of those
+// partitions committed beyond its offset at that sample, and the longest
+// pause of those partitions from the join until then. False until then.
+func measureHandover(samples []*groupSample, at time.Time, newcomer string, want []string) (handover, pause time.Duration, ok bool) {
+	if len(samples) < 2 {
+		return 0, 0, false
+	}
+	var parts []tp
+	total := map[string]int{}
+	for p := range samples[0].owner {
+		parts = append(parts, p)
+		total[p.topic]++
+	}
+	var held []tp
+	for _, s := range samples[1:] {
+		if s.at.Before(at) || !s.stable(want, parts) {
+			continue
+		}
+		own := map[string][]tp{}
+		for _, p := range parts {
+			if s.owner[p] == newcomer {
+				own[p.topic] = append(own[p.topic], p)
+			}
+		}
+		full := true
+		for topic, n := range total {
+			full = full && len(own[topic]) >= n/len(want)
+		}
+		if full {
+			for _, ps := range own {
+				held = append(held, ps...)
+			}
+			break
+		}
+	}
+	if held == nil {
+		return 0, 0, false
+	}
+	end := at
+	for _, p := range held {
+		committed, ok := resumed(samples[1:], p, at, newcomer, want, parts)
+		if !ok {
+			return 0, 0, false
+		}
+		if committed.After(end) {
+			end = committed
+		}
+	}
+	for _, p := range held {
+		pause = max(pause, longestStall(samples, p, at, end))
+	}
+	return end.Sub(at), pause, true
 }
 
 // resumed is when partition p first committed beyond its offset at the

@@ -148,3 +148,57 @@ func TestQuantiles(t *testing.T) {
 		}
 	}
 }
+
+// A new member takes an input partition at once and its table's loop
+// partition once warm: the handover ends when it holds its share of both
+// topics and the loop partition committed again under it.
+func TestMeasureHandover(t *testing.T) {
+	abc, abcd := []string{"a", "b", "c"}, []string{"a", "b", "c", "d"}
+	type step struct {
+		at       float64
+		state    string
+		members  []string
+		in, loop [4]string
+		loopOf1  int64 // loop partition 1's committed offset; the others advance with time
+	}
+	build := func(steps []step) []*groupSample {
+		var out []*groupSample
+		for _, st := range steps {
+			g := &groupSample{at: sec(st.at), state: st.state, members: st.members, owner: map[tp]string{}, committed: map[tp]int64{}, end: map[tp]int64{}}
+			for i := range 4 {
+				for topic, owners := range map[string][4]string{"in": st.in, "loop": st.loop} {
+					p := tp{topic, int32(i)}
+					if owners[i] != "" {
+						g.owner[p] = owners[i]
+					}
+					g.committed[p] = 100 + int64(st.at*10)
+					g.end[p] = 1000
+				}
+			}
+			g.committed[tp{"loop", 1}] = st.loopOf1
+			out = append(out, g)
+		}
+		return out
+	}
+	rest, warming, whole := [4]string{"a", "a", "b", "c"}, [4]string{"a", "d", "b", "c"}, [4]string{"a", "d", "b", "c"}
+	steps := []step{
+		{-0.1, "Stable", abc, rest, rest, 100},
+		{1, "Stable", abcd, warming, rest, 110},
+		{2, "Stable", abcd, warming, rest, 120},
+		{3, "Stable", abcd, warming, rest, 130},
+		{4, "PreparingRebalance", abcd, [4]string{}, [4]string{}, 130},
+		{4.5, "Stable", abcd, warming, whole, 130},
+		{5, "Stable", abcd, warming, whole, 130},
+		{6, "Stable", abcd, warming, whole, 140},
+	}
+	handover, pause, ok := measureHandover(build(steps), sec(0.5), "d", abcd)
+	if !ok || handover != 5500*time.Millisecond || pause != 3*time.Second {
+		t.Fatalf("handover %v, pause %v, %v; want 5.5s, 3s (loop 1 still from 3 to 6), true", handover, pause, ok)
+	}
+	if _, _, ok := measureHandover(build(steps[:7]), sec(0.5), "d", abcd); ok {
+		t.Fatal("handover reported before loop partition 1 committed under d")
+	}
+	if _, _, ok := measureHandover(build(steps[:4]), sec(0.5), "d", abcd); ok {
+		t.Fatal("handover reported while d held no loop partition")
+	}
+}

@@ -26,6 +26,10 @@ type ScenarioResult struct {
 	Gaps      []time.Duration
 	Stalls    []time.Duration
 	Pauses    []time.Duration // of the affected partitions
+	// Handovers and HandoverPauses: scale out, until the new instance held
+	// its share of every topic (eventMeasure.Handover); none when the
+	// contender does not hand it over within the event.
+	Handovers, HandoverPauses []time.Duration
 	// Affected partitions per event (input and internal topics alike).
 	Affected []int
 	Produced int // input records of the steady load

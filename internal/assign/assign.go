@@ -38,13 +38,17 @@ func (sticky) Name() string { return Name }
 // Plan assigns every partition of every subscribed topic to exactly one
 // member, the same partition numbers of every topic to a member.
 func (sticky) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32) (sarama.BalanceStrategyPlan, error) {
-	plan, _, err := makePlan(members, topics, 0)
+	plan, _, err := makePlan(members, topics, 0, "")
 	return plan, err
 }
 
-// makePlan is Plan with replicas standby replicas per partition
-// (standby.go); it also returns what each member is told (AssignmentData).
-func makePlan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32, replicas int) (sarama.BalanceStrategyPlan, map[string]userData, error) {
+// makePlan is Plan with replicas standby replicas per partition (plan.go);
+// it also returns what each member is told (AssignmentData). loopTopic,
+// when not "", is the topic whose partitions are the tables': with
+// standbys, and when every member says it can (userData.inputFirst), a
+// warm-up's input partitions go to the member warming up at once
+// (groupPlan.inputs).
+func makePlan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32, replicas int, loopTopic string) (sarama.BalanceStrategyPlan, map[string]userData, error) {
 	names, partitions, err := copartitioned(topics)
 	if err != nil {
 		return nil, nil, err
@@ -66,6 +70,10 @@ func makePlan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[
 		subs[id] = d
 	}
 	sort.Strings(ids)
+	inputFirst := replicas > 0 && slices.Contains(names, loopTopic)
+	for _, id := range ids {
+		inputFirst = inputFirst && subs[id].inputFirst
+	}
 	plan := sarama.BalanceStrategyPlan{}
 	told := make(map[string]userData, len(ids))
 	if len(ids) == 0 || len(partitions) == 0 {
@@ -74,9 +82,17 @@ func makePlan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[
 	g := &groupPlan{ids: ids, subs: subs, partitions: partitions, replicas: replicas}
 	g.distribute()
 	g.placeStandbys()
+	inputs := g.owned
+	if inputFirst {
+		inputs = g.inputs()
+	}
 	for _, id := range ids {
 		for _, topic := range names {
-			plan.Add(id, topic, g.owned[id]...)
+			if topic == loopTopic {
+				plan.Add(id, topic, g.owned[id]...)
+			} else {
+				plan.Add(id, topic, inputs[id]...)
+			}
 		}
 		if _, ok := plan[id]; !ok && len(g.standbys[id]) > 0 {
 			// sarama asks AssignmentData only for the members in the
@@ -92,12 +108,17 @@ func makePlan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[
 // partitions and the generation that gave them, which settles a partition
 // two members claim (stale user data of a member that lost it).
 func (sticky) AssignmentData(_ string, topics map[string][]int32, generationID int32) ([]byte, error) {
-	return encode(userData{generation: generationID, partitions: partitionsOf(topics)}), nil
+	return encode(userData{generation: generationID, partitions: partitionsOf(topics, "")}), nil
 }
 
 // partitionsOf is the sorted partition numbers of a copartitioned
-// assignment, each once.
-func partitionsOf(topics map[string][]int32) []int32 {
+// assignment, each once. With a loopTopic, they are the loop topic's: the
+// tables a member owns, which an input-first plan assigns apart from the
+// inputs (a member warming up gets inputs and no table).
+func partitionsOf(topics map[string][]int32, loopTopic string) []int32 {
+	if loopTopic != "" {
+		return slices.Sorted(slices.Values(topics[loopTopic]))
+	}
 	var parts []int32
 	for _, ps := range topics {
 		parts = append(parts, ps...)

@@ -16,9 +16,10 @@ import (
 // with its own Replicas: every instance of a group should run with the
 // same.
 type Member struct {
-	host     string
-	replicas int
-	held     func() (standbys, caughtUp []int32)
+	host      string
+	replicas  int
+	held      func() (standbys, caughtUp []int32)
+	loopTopic string
 
 	mu   sync.Mutex
 	last userData            // this member's latest assignment
@@ -28,29 +29,33 @@ type Member struct {
 // NewMember returns the strategy of a member on host (its process's
 // instance) planning replicas standbys per partition when it leads. held
 // reports the standbys the member holds and those within the acceptable
-// lag; nil for none.
-func NewMember(host string, replicas int, held func() (standbys, caughtUp []int32)) *Member {
-	return &Member{host: host, replicas: replicas, held: held}
+// lag; nil for none. loopTopic, when not "", is the topic whose partitions
+// are the tables, and says the member can consume an input partition
+// whose table another member holds: with standbys, a member warming a
+// partition up then consumes its inputs at once (groupPlan.inputs), when
+// every member of the group can.
+func NewMember(host string, replicas int, held func() (standbys, caughtUp []int32), loopTopic string) *Member {
+	return &Member{host: host, replicas: replicas, held: held, loopTopic: loopTopic}
 }
 
 func (m *Member) Name() string { return Name }
 
 // Plan is Sticky's plan with the standbys and warm-ups (plan.go).
 func (m *Member) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32) (sarama.BalanceStrategyPlan, error) {
-	plan, told, err := makePlan(members, topics, m.replicas)
+	plan, told, err := makePlan(members, topics, m.replicas, m.loopTopic)
 	m.mu.Lock()
 	m.told = told
 	m.mu.Unlock()
 	return plan, err
 }
 
-// AssignmentData tells memberID its partitions, standbys and warm-ups of
-// the plan just made.
+// AssignmentData tells memberID its partitions (its tables), standbys and
+// warm-ups of the plan just made.
 func (m *Member) AssignmentData(memberID string, topics map[string][]int32, generationID int32) ([]byte, error) {
 	m.mu.Lock()
 	d := m.told[memberID]
 	m.mu.Unlock()
-	d.generation, d.partitions = generationID, partitionsOf(topics)
+	d.generation, d.partitions = generationID, partitionsOf(topics, m.loopTopic)
 	return encode(d), nil
 }
 
@@ -63,6 +68,7 @@ func (m *Member) SubscriptionUserData([]string) ([]byte, error) {
 	if m.replicas > 0 || m.held != nil {
 		d.host = m.host
 	}
+	d.inputFirst = m.replicas > 0 && m.loopTopic != ""
 	if m.held != nil {
 		d.standbys, d.caughtUp = m.held()
 	}
@@ -73,7 +79,7 @@ func (m *Member) SubscriptionUserData([]string) ([]byte, error) {
 // for Assigned.
 func (m *Member) OnAssignment(a *sarama.ConsumerGroupMemberAssignment, generationID int32) {
 	d, _ := decode(a.UserData) // zero when it is not ours: no standbys
-	d.generation, d.partitions = generationID, partitionsOf(a.Topics)
+	d.generation, d.partitions = generationID, partitionsOf(a.Topics, m.loopTopic)
 	m.mu.Lock()
 	m.last = d
 	m.mu.Unlock()

@@ -183,3 +183,33 @@ func less(a, b [4]int) bool {
 	}
 	return false
 }
+
+// inputs is each member's input partitions when they are planned apart
+// from the tables (an input-first plan): a partition's owner consumes its
+// inputs, except that a member warming a partition up consumes that
+// partition's inputs at once, while the old owner keeps its table and loop
+// partition until the warm-up caught up. The member warming up forwards
+// what it would judge in that table through the loop topic's partition of
+// the same number, so every event is still judged in its one table. This
+// is what Kafka Streams does by keeping a topology's stateless tasks apart
+// from its stateful ones: a new member takes load as soon as it joined,
+// not once it copied its share of the tables.
+func (g *groupPlan) inputs() map[string][]int32 {
+	warming := map[int32]bool{}
+	for _, ps := range g.warmups {
+		for _, p := range ps {
+			warming[p] = true
+		}
+	}
+	in := make(map[string][]int32, len(g.ids))
+	for _, id := range g.ids {
+		for _, p := range g.owned[id] {
+			if !warming[p] {
+				in[id] = append(in[id], p)
+			}
+		}
+		in[id] = append(in[id], g.warmups[id]...)
+		slices.Sort(in[id])
+	}
+	return in
+}

@@ -25,7 +25,7 @@ func leaderPlan(t *testing.T, replicas int, n int32, members map[string]sub) (ma
 		g[id] = sarama.ConsumerGroupMemberMetadata{Topics: slices.Clone(subscribed), UserData: encode(userData{
 			generation: s.generation, partitions: s.partitions, host: s.host, standbys: s.standbys, caughtUp: s.caughtUp})}
 	}
-	leader := NewMember("leader", replicas, nil)
+	leader := NewMember("leader", replicas, nil, "")
 	topics := topicsOf(n)
 	plan, err := leader.Plan(g, topics)
 	if err != nil {
@@ -225,6 +225,17 @@ func TestUserDataV2(t *testing.T) {
 	if _, ok := decode(append(b, 0)); ok {
 		t.Error("decode with a trailing byte accepted")
 	}
+	d.inputFirst = true
+	b = encode(d)
+	if got, ok := decode(b); b[0] != userDataV3 || !ok || !got.inputFirst || got.host != "g-abc" || !slices.Equal(got.warmups, d.warmups) {
+		t.Fatalf("version %d decoded %+v, %v; want version 3 and %+v", b[0], got, ok, d)
+	}
+	if _, ok := decode(append(b, 0)); ok {
+		t.Error("version 3 with a trailing byte accepted")
+	}
+	if _, ok := decode(b[:len(b)-1]); ok {
+		t.Error("version 3 without its flags accepted")
+	}
 	v1 := encode(userData{generation: 9, partitions: []int32{1, 2}})
 	if want := fmt.Sprintf("%x", []byte{1, 0, 0, 0, 9, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2}); fmt.Sprintf("%x", v1) != want {
 		t.Errorf("version 1 bytes %x, want %s", v1, want)
@@ -274,6 +285,109 @@ func TestStandbysOfOneOwnerAreSpread(t *testing.T) {
 		}
 		if !slices.Contains(told[to].standbys, p) {
 			t.Errorf("a's partition %d went to %s, which held no standby of it", p, to)
+		}
+	}
+}
+
+// With input-first members, a member that joins consumes its warm-ups'
+// inputs at once while the old owners keep their tables and loop
+// partitions; once it reports them caught up it owns them whole. A group
+// with one member that cannot forward plans as before, and so does one
+// without standbys.
+func TestJoinTakesInputsFirst(t *testing.T) {
+	const loop = "group-loop"
+	old := map[string]sub{
+		"a-0": {host: "a", generation: 4, partitions: span(0, 4)},
+		"b-0": {host: "b", generation: 4, partitions: span(4, 8)},
+		"c-0": {host: "c", generation: 4, partitions: span(8, 12)},
+	}
+	plan := func(replicas int, caughtUp []int32, canForward func(id string) bool) (sarama.BalanceStrategyPlan, map[string]userData) {
+		t.Helper()
+		g := map[string]sarama.ConsumerGroupMemberMetadata{}
+		members := map[string]sub{"d-0": {host: "d", standbys: caughtUp, caughtUp: caughtUp}}
+		for id, s := range old {
+			members[id] = s
+		}
+		for id, s := range members {
+			g[id] = sarama.ConsumerGroupMemberMetadata{Topics: slices.Clone(subscribed), UserData: encode(userData{
+				generation: s.generation, partitions: s.partitions, host: s.host, standbys: s.standbys, caughtUp: s.caughtUp,
+				inputFirst: canForward(id)})}
+		}
+		leader := NewMember("leader", replicas, nil, loop)
+		p, err := leader.Plan(g, topicsOf(12))
+		if err != nil {
+			t.Fatal(err)
+		}
+		told := map[string]userData{}
+		for id := range members {
+			b, err := leader.AssignmentData(id, p[id], 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, ok := decode(b)
+			if !ok {
+				t.Fatalf("member %s: assignment data %x does not decode", id, b)
+			}
+			if !slices.Equal(d.partitions, slices.Sorted(slices.Values(p[id][loop]))) {
+				t.Fatalf("member %s told partitions %v, owns loop partitions %v", id, d.partitions, p[id][loop])
+			}
+			told[id] = d
+		}
+		// Every partition of every topic is assigned once.
+		for _, topic := range subscribed {
+			seen := map[int32]string{}
+			for id, byTopic := range p {
+				for _, part := range byTopic[topic] {
+					if other, dup := seen[part]; dup {
+						t.Fatalf("%s/%d assigned to %s and %s", topic, part, other, id)
+					}
+					seen[part] = id
+				}
+			}
+			if len(seen) != 12 {
+				t.Fatalf("%s: %d of 12 partitions assigned", topic, len(seen))
+			}
+		}
+		return p, told
+	}
+	all := func(string) bool { return true }
+
+	p, told := plan(1, nil, all)
+	warm := told["d-0"].warmups
+	if len(warm) != 3 || len(p["d-0"][loop]) != 0 || !slices.Equal(slices.Sorted(slices.Values(p["d-0"]["in"])), warm) {
+		t.Fatalf("d owns loop %v and inputs %v with warm-ups %v, want no loop partition and its 3 warm-ups' inputs",
+			p["d-0"][loop], p["d-0"]["in"], warm)
+	}
+	for id, s := range old {
+		if got := slices.Sorted(slices.Values(p[id][loop])); !slices.Equal(got, s.partitions) {
+			t.Errorf("while d warms up, %s owns loop partitions %v, want its %v", id, got, s.partitions)
+		}
+		for _, part := range p[id]["in"] {
+			if slices.Contains(warm, part) {
+				t.Errorf("%s still consumes input partition %d that d warms up", id, part)
+			}
+		}
+	}
+
+	p, told = plan(1, warm, all)
+	if got := slices.Sorted(slices.Values(p["d-0"][loop])); !slices.Equal(got, warm) ||
+		!slices.Equal(slices.Sorted(slices.Values(p["d-0"]["in"])), warm) || len(told["d-0"].warmups) != 0 {
+		t.Fatalf("after catching up d owns loop %v and inputs %v, warm-ups %v; want both its former warm-ups %v and none",
+			got, p["d-0"]["in"], told["d-0"].warmups, warm)
+	}
+
+	for name, tc := range map[string]struct {
+		replicas   int
+		canForward func(string) bool
+	}{
+		"one member cannot forward": {1, func(id string) bool { return id != "b-0" }},
+		"no standbys":               {0, all},
+	} {
+		p, _ := plan(tc.replicas, nil, tc.canForward)
+		for id, byTopic := range p {
+			if in, l := slices.Sorted(slices.Values(byTopic["in"])), slices.Sorted(slices.Values(byTopic[loop])); !slices.Equal(in, l) {
+				t.Errorf("%s: %s consumes inputs %v and loop partitions %v, want the same", name, id, in, l)
+			}
 		}
 	}
 }

@@ -16,37 +16,51 @@ type userData struct {
 	standbys   []int32 // held (subscription) or to hold (assignment)
 	warmups    []int32 // assignment: standbys the member will own once caught up
 	caughtUp   []int32 // subscription: standbys within the acceptable lag
+	// inputFirst (subscription, version 3): the member consumes an input
+	// partition whose table another member holds, forwarding what it
+	// would judge there (plan.go's inputs).
+	inputFirst bool
 }
 
 // Version 1 is the generation and the partitions, big-endian int32s after
 // the version byte. Version 2 appends the host (a uint16 length and its
-// bytes) and three more lists. A member without standbys sends version 1,
-// so a group of such members reads the same bytes as releases before
-// standby replicas; those releases read version 2 as no previous
-// assignment (less sticky, still correct).
+// bytes) and three more lists; version 3 a flags byte (bit 0: inputFirst).
+// A member sends the lowest version that holds what it says: one without
+// standbys sends version 1, so a group of such members reads the same
+// bytes as releases before standby replicas. Releases that do not know a
+// version read it as no previous assignment (less sticky, still correct).
 const (
 	userDataV1 = 1
 	userDataV2 = 2
+	userDataV3 = 3
+
+	flagInputFirst = 1
 )
 
 func encode(d userData) []byte {
-	v2 := d.host != "" || len(d.standbys)+len(d.warmups)+len(d.caughtUp) > 0
-	b := make([]byte, 0, 64)
-	if !v2 {
-		b = append(b, userDataV1)
-	} else {
-		b = append(b, userDataV2)
+	version := byte(userDataV1)
+	switch {
+	case d.inputFirst:
+		version = userDataV3
+	case d.host != "" || len(d.standbys)+len(d.warmups)+len(d.caughtUp) > 0:
+		version = userDataV2
 	}
+	b := make([]byte, 0, 64)
+	b = append(b, version)
 	b = binary.BigEndian.AppendUint32(b, uint32(d.generation))
 	b = appendList(b, d.partitions)
-	if !v2 {
+	if version == userDataV1 {
 		return b
 	}
 	b = binary.BigEndian.AppendUint16(b, uint16(len(d.host)))
 	b = append(b, d.host...)
 	b = appendList(b, d.standbys)
 	b = appendList(b, d.warmups)
-	return appendList(b, d.caughtUp)
+	b = appendList(b, d.caughtUp)
+	if version == userDataV2 {
+		return b
+	}
+	return append(b, flagInputFirst)
 }
 
 func appendList(b []byte, ps []int32) []byte {
@@ -61,15 +75,18 @@ func appendList(b []byte, ps []int32) []byte {
 // takes as a member without previous partitions: the assignment stays
 // correct, only less sticky.
 func decode(b []byte) (userData, bool) {
-	if len(b) < 5 || (b[0] != userDataV1 && b[0] != userDataV2) {
+	if len(b) < 5 || b[0] < userDataV1 || b[0] > userDataV3 {
 		return userData{}, false
 	}
-	v2 := b[0] == userDataV2
+	version := b[0]
 	r := reader{b: b[5:]}
 	d := userData{generation: int32(binary.BigEndian.Uint32(b[1:])), partitions: r.list()}
-	if v2 {
+	if version >= userDataV2 {
 		d.host = r.str()
 		d.standbys, d.warmups, d.caughtUp = r.list(), r.list(), r.list()
+	}
+	if version >= userDataV3 {
+		d.inputFirst = r.flags()&flagInputFirst != 0
 	}
 	if r.bad || len(r.b) != 0 {
 		return userData{}, false
@@ -100,6 +117,16 @@ func (r *reader) list() []int32 {
 	}
 	r.b = r.b[4*n:]
 	return ps
+}
+
+func (r *reader) flags() byte {
+	if r.bad || len(r.b) < 1 {
+		r.bad = true
+		return 0
+	}
+	f := r.b[0]
+	r.b = r.b[1:]
+	return f
 }
 
 func (r *reader) str() string {

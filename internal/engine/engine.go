@@ -36,10 +36,12 @@ func ProcessRecord(t *dedup.Topology, rt Runtime, p *Prepared, raw []byte) error
 		if table, ok := rt.LoopTable(p.key); ok {
 			return judge(t, rt, table, p, raw)
 		}
-		return loop(t, rt, p, raw)
+		return loop(t, rt, p, raw, false)
 	}
 	table, err := rt.Table(p.key)
 	switch {
+	case errors.Is(err, ErrTableElsewhere) && !p.fromLoop && t.Rekey != dedup.RekeyNever:
+		return loop(t, rt, p, raw, true)
 	case err != nil && rekeyed:
 		return fmt.Errorf("rekey=never needs a runtime that reads the table by key (the exactly-once runtime): %w", err)
 	case err != nil:
@@ -55,13 +57,17 @@ func ProcessRecord(t *dedup.Topology, rt Runtime, p *Prepared, raw []byte) error
 }
 
 // loop sends the event to the loop topic under its dedup key, with its
-// source in headers; a loop record too large to write dead-letters the
-// event instead.
-func loop(t *dedup.Topology, rt Runtime, p *Prepared, raw []byte) error {
+// source in headers: to its key's partition (Runtime.Loopback), or, to
+// forward it, to its own partition's (Runtime.Forward). A loop record too
+// large to write dead-letters the event instead.
+func loop(t *dedup.Topology, rt Runtime, p *Prepared, raw []byte, forward bool) error {
 	h := loopHeaders(p.recKey, p.headers, p.pos)
 	if limit := rt.MaxRecordBytes(); limit > 0 && dedup.RecordSize(p.key, raw, h) > limit {
 		return deadLetter(t, rt, p, raw, dedup.ReasonTooLarge, fmt.Errorf("the loop record to re-key it is %d bytes, more than the %d bytes a record may have",
 			dedup.RecordSize(p.key, raw, h), limit))
+	}
+	if forward {
+		return rt.Forward(p.key, raw, h)
 	}
 	if err := rt.Loopback(p.key, raw, h); err != nil {
 		return err

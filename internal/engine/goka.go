@@ -113,6 +113,11 @@ func (r *gokaRuntime) Set(_ string, rec *codecs.SeenRecord) error {
 	return nil
 }
 
+// Forward is never asked for: Table never answers ErrTableElsewhere.
+func (r *gokaRuntime) Forward(string, []byte, dedup.Headers) error {
+	return errors.New("goka's runtime forwards no event: it holds the table of every partition it consumes")
+}
+
 // Emit and Loopback fail through goka's ctx.Fail, which ends the callback.
 func (r *gokaRuntime) Emit(topic, key string, value []byte, h dedup.Headers) error {
 	r.ctx.Emit(goka.Stream(topic), key, value, goka.WithCtxEmitHeaders(gokaHeaders(h)))

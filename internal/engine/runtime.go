@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/codecs"
@@ -17,7 +18,9 @@ type Runtime interface {
 	Context() context.Context
 	// Table is the table partition of the record's own partition, to judge
 	// key in. It fails when the runtime cannot read key there: goka's
-	// context reads only under the record's own key.
+	// context reads only under the record's own key. ErrTableElsewhere
+	// says another member holds that table for now: the engine forwards
+	// the event to it (Forward).
 	Table(key string) (Table, error)
 	// LoopTable is the table partition the loop topic delivers key to,
 	// when the runtime owns it and writes it in the same transaction as
@@ -29,9 +32,12 @@ type Runtime interface {
 	// event takes this path, with N members about one in N.
 	LoopTable(key string) (Table, bool)
 	// Emit writes a record to topic with its headers in order; Loopback
-	// writes one to the loop topic, in key's partition.
+	// writes one to the loop topic, in key's partition; Forward writes one
+	// to the loop topic's partition of the record's own partition number,
+	// whose owner holds that partition's table.
 	Emit(topic, key string, value []byte, h dedup.Headers) error
 	Loopback(key string, value []byte, h dedup.Headers) error
+	Forward(key string, value []byte, h dedup.Headers) error
 	// MaxRecordBytes is the largest record the runtime's producer sends,
 	// 0 when it does not know. The engine checks every record of an event
 	// against it before writing any: a record the producer or a topic
@@ -48,3 +54,12 @@ type Table interface {
 	Get(key string) (*codecs.SeenRecord, error)
 	Set(key string, rec *codecs.SeenRecord) error
 }
+
+// ErrTableElsewhere is Runtime.Table's answer when the runtime consumes the
+// record's partition of an input but another member holds that partition's
+// table: a new member takes an input partition over while its copy of the
+// table warms up (a warm-up standby), and the old owner keeps judging. The
+// engine then forwards an event it would judge in that table to the loop
+// topic's partition of the same number, where that member judges it in the
+// same table, as if it had consumed the record itself.
+var ErrTableElsewhere = errors.New("the partition's table is held by another member")

@@ -40,14 +40,19 @@ type fakeRuntime struct {
 	byKey     bool
 	recordKey string
 	loop      *fakeTable
+	elsewhere bool // its own partition's table is another member's
 	emitErr   error
 	emitted   []written
 	looped    []written
+	forwarded []written
 }
 
 func (r *fakeRuntime) Context() context.Context { return context.Background() }
 func (r *fakeRuntime) MaxRecordBytes() int      { return 0 }
 func (r *fakeRuntime) Table(key string) (Table, error) {
+	if r.elsewhere {
+		return nil, ErrTableElsewhere
+	}
 	if !r.byKey && key != r.recordKey {
 		return nil, errors.New("only the record's key")
 	}
@@ -63,6 +68,11 @@ func (r *fakeRuntime) Emit(topic, key string, _ []byte, h dedup.Headers) error {
 }
 func (r *fakeRuntime) Loopback(key string, _ []byte, h dedup.Headers) error {
 	r.looped = append(r.looped, written{"loop", key, h})
+	return nil
+}
+
+func (r *fakeRuntime) Forward(key string, _ []byte, h dedup.Headers) error {
+	r.forwarded = append(r.forwarded, written{"loop", key, h})
 	return nil
 }
 
@@ -83,13 +93,14 @@ func TestProcessRecordThroughTheRuntime(t *testing.T) {
 	badLoop := dedup.Record{Topic: "g-loop", Key: "e1", Headers: dedup.Headers{{Key: "mine", Value: []byte("m")}},
 		Value: []byte(`{"eventId":"e1"}`)}
 	tests := []struct {
-		name    string
-		rekey   dedup.RekeyPolicy
-		rec     dedup.Record
-		rt      *fakeRuntime
-		wantErr string
-		emitted string // topics written, in order
-		looped  int
+		name      string
+		rekey     dedup.RekeyPolicy
+		rec       dedup.Record
+		rt        *fakeRuntime
+		wantErr   string
+		emitted   string // topics written, in order
+		looped    int
+		forwarded int
 	}{
 		{name: "keyed by ID", rec: input("e1"), rt: &fakeRuntime{own: newTable(), recordKey: "e1"}, emitted: "out"},
 		{name: "table read fails", rec: input("e1"), rt: &fakeRuntime{own: &fakeTable{getErr: broken}, recordKey: "e1"},
@@ -109,6 +120,18 @@ func TestProcessRecordThroughTheRuntime(t *testing.T) {
 		{name: "rekey=never, table by record key only", rekey: dedup.RekeyNever, rec: input("order-1"),
 			rt: &fakeRuntime{own: newTable(), recordKey: "order-1"}, wantErr: "rekey=never needs a runtime that reads the table by key"},
 		{name: "bad loop record", rec: badLoop, rt: &fakeRuntime{own: newTable(), recordKey: "e1"}, emitted: "g-dlq"},
+		{name: "keyed by ID, table elsewhere", rec: input("e1"), rt: &fakeRuntime{recordKey: "e1", elsewhere: true}, forwarded: 1},
+		{name: "re-keyed, table elsewhere", rec: input("order-1"), rt: &fakeRuntime{recordKey: "order-1", elsewhere: true},
+			looped: 1},
+		{name: "re-keyed, table elsewhere, loop partition owned", rec: input("order-1"),
+			rt: &fakeRuntime{recordKey: "order-1", elsewhere: true, loop: newTable()}, emitted: "out"},
+		{name: "rekey=never, table elsewhere", rekey: dedup.RekeyNever, rec: input("e1"),
+			rt: &fakeRuntime{recordKey: "e1", elsewhere: true}, wantErr: ErrTableElsewhere.Error()},
+		{name: "loop record, table elsewhere", rec: dedup.Record{Topic: "g-loop", Key: "e1", Value: []byte(`{"eventId":"e1"}`),
+			Headers: dedup.Headers{{Key: "dedup-src-key", Value: []byte("e1")}, {Key: "dedup-src-topic", Value: []byte("in")},
+				{Key: "dedup-src-partition", Value: []byte("2")}, {Key: "dedup-src-offset", Value: []byte("7")},
+				{Key: "dedup-src-time", Value: []byte(time.Now().UTC().Format(time.RFC3339Nano))}}},
+			rt: &fakeRuntime{recordKey: "e1", elsewhere: true}, wantErr: ErrTableElsewhere.Error()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,8 +145,14 @@ func TestProcessRecordThroughTheRuntime(t *testing.T) {
 			for _, w := range tt.rt.emitted {
 				topics = append(topics, w.topic)
 			}
-			if got := strings.Join(topics, ","); got != tt.emitted || len(tt.rt.looped) != tt.looped {
-				t.Fatalf("emitted %q and %d loop records, want %q and %d", got, len(tt.rt.looped), tt.emitted, tt.looped)
+			if got := strings.Join(topics, ","); got != tt.emitted || len(tt.rt.looped) != tt.looped || len(tt.rt.forwarded) != tt.forwarded {
+				t.Fatalf("emitted %q, %d loop records and %d forwarded, want %q, %d and %d", got, len(tt.rt.looped),
+					len(tt.rt.forwarded), tt.emitted, tt.looped, tt.forwarded)
+			}
+			for _, w := range tt.rt.forwarded {
+				if off, _ := w.headers.Get("dedup-src-offset"); w.key != "e1" || string(off) != "7" {
+					t.Fatalf("forwarded under key %q with headers %v, want e1 and the source position", w.key, w.headers)
+				}
 			}
 			if tt.emitted == "out" && tt.wantErr == "" {
 				judged := tt.rt.own

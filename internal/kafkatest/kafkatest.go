@@ -95,14 +95,27 @@ func DeleteTopics(brokers []string, topics ...string) error {
 // Produce writes recs in order (keyed records go to the key's hash
 // partition) and returns them with partitions and offsets filled in.
 func Produce(brokers []string, topic string, recs []Record) ([]Record, error) {
-	p, err := sarama.NewSyncProducer(brokers, Config())
+	return produce(brokers, topic, recs, Config())
+}
+
+// ProduceTo is Produce into each record's Partition, as a producer whose
+// partitioner is not the key hash the worker loops by (a Java client's
+// murmur2, a custom one) would.
+func ProduceTo(brokers []string, topic string, recs []Record) ([]Record, error) {
+	c := Config()
+	c.Producer.Partitioner = sarama.NewManualPartitioner
+	return produce(brokers, topic, recs, c)
+}
+
+func produce(brokers []string, topic string, recs []Record, c *sarama.Config) ([]Record, error) {
+	p, err := sarama.NewSyncProducer(brokers, c)
 	if err != nil {
 		return nil, err
 	}
 	defer p.Close()
 	out := make([]Record, len(recs))
 	for i, r := range recs {
-		msg := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(r.Key)}
+		msg := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(r.Key), Partition: r.Partition}
 		if r.Value != nil {
 			msg.Value = sarama.ByteEncoder(r.Value)
 		}
