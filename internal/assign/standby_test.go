@@ -391,3 +391,29 @@ func TestJoinTakesInputsFirst(t *testing.T) {
 		}
 	}
 }
+
+// A member says it can forward only with standbys and a loop topic, and
+// remembers its tables, the loop topic's partitions, as its partitions:
+// the input partitions of a warm-up are not claimed as its own.
+func TestMemberInputFirst(t *testing.T) {
+	for _, tc := range []struct {
+		replicas int
+		loop     string
+		want     bool
+	}{{1, "group-loop", true}, {0, "group-loop", false}, {1, "", false}} {
+		m := NewMember("g-a", tc.replicas, nil, tc.loop)
+		b, err := m.SubscriptionUserData(subscribed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := decode(b); !ok || d.inputFirst != tc.want {
+			t.Errorf("replicas %d, loop topic %q: subscription says input-first %v (%v), want %v", tc.replicas, tc.loop, d.inputFirst, ok, tc.want)
+		}
+	}
+	m := NewMember("g-a", 1, nil, "group-loop")
+	m.OnAssignment(&sarama.ConsumerGroupMemberAssignment{Topics: map[string][]int32{"in": {5, 1, 2}, "group-loop": {2, 1}}}, 3)
+	b, _ := m.SubscriptionUserData(subscribed)
+	if d, _ := decode(b); !slices.Equal(d.partitions, []int32{1, 2}) || d.generation != 3 {
+		t.Errorf("after inputs [1 2 5] and loop partitions [1 2] the member claims %v in generation %d, want [1 2] in 3", d.partitions, d.generation)
+	}
+}
