@@ -42,9 +42,12 @@ func (f *failover) events(ctx context.Context, loadEnded <-chan struct{}, r *Sce
 			r.HandoverPauses = append(r.HandoverPauses, m.HandoverPause)
 		}
 		r.Affected = append(r.Affected, m.Affected)
-		f.cfg.logf("%s %s #%d: gap %v (%d partitions affected, paused %v at most), stall of %d unmoved %v, handover %v (paused %v)",
-			f.ct.Name, f.sc.Name, rep+1, m.Gap.Round(time.Millisecond), m.Affected, m.Pause.Round(time.Millisecond), m.Unmoved,
-			m.Stall.Round(time.Millisecond), m.Handover.Round(time.Millisecond), m.HandoverPause.Round(time.Millisecond))
+		handover := ""
+		if f.ct.Handover && f.sc.Handover {
+			handover = fmt.Sprintf(", tables held after %v (paused %v at most)", m.Handover.Round(time.Millisecond), m.HandoverPause.Round(time.Millisecond))
+		}
+		f.cfg.logf("%s %s #%d: gap %v (%d partitions affected, paused %v at most), stall of %d unmoved %v%s", f.ct.Name, f.sc.Name, rep+1,
+			m.Gap.Round(time.Millisecond), m.Affected, m.Pause.Round(time.Millisecond), m.Unmoved, m.Stall.Round(time.Millisecond), handover)
 		if f.rest, err = f.steady(ctx, f.ids); err != nil {
 			return fmt.Errorf("after event %d: %w", rep+1, err)
 		}
