@@ -14,24 +14,24 @@ type sub struct {
 	generation           int32
 	partitions, standbys []int32
 	caughtUp             []int32
+	inputFirst           bool
 }
 
-// leaderPlan runs the plan of a leader with replicas standbys over members
-// and returns each member's partitions and what it is told.
-func leaderPlan(t *testing.T, replicas int, n int32, members map[string]sub) (map[string][]int32, map[string]userData) {
-	t.Helper()
+// subscriptions is members' subscriptions as the leader receives them.
+func subscriptions(members map[string]sub) map[string]sarama.ConsumerGroupMemberMetadata {
 	g := map[string]sarama.ConsumerGroupMemberMetadata{}
 	for id, s := range members {
 		g[id] = sarama.ConsumerGroupMemberMetadata{Topics: slices.Clone(subscribed), UserData: encode(userData{
-			generation: s.generation, partitions: s.partitions, host: s.host, standbys: s.standbys, caughtUp: s.caughtUp})}
+			generation: s.generation, partitions: s.partitions, host: s.host, standbys: s.standbys, caughtUp: s.caughtUp,
+			inputFirst: s.inputFirst})}
 	}
-	leader := NewMember("leader", replicas, nil, "")
-	topics := topicsOf(n)
-	plan, err := leader.Plan(g, topics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := owned(t, plan, topics)
+	return g
+}
+
+// tell decodes what leader tells each of members of plan in generation 7,
+// failing unless it tells each the partitions want(id).
+func tell(t *testing.T, leader *Member, plan sarama.BalanceStrategyPlan, members map[string]sub, want func(id string) []int32) map[string]userData {
+	t.Helper()
 	told := map[string]userData{}
 	for id := range members {
 		b, err := leader.AssignmentData(id, plan[id], 7)
@@ -42,12 +42,26 @@ func leaderPlan(t *testing.T, replicas int, n int32, members map[string]sub) (ma
 		if !ok {
 			t.Fatalf("member %s: assignment data %x does not decode", id, b)
 		}
-		if !slices.Equal(d.partitions, got[id]) || d.generation != 7 {
-			t.Fatalf("member %s told partitions %v generation %d, owns %v", id, d.partitions, d.generation, got[id])
+		if !slices.Equal(d.partitions, want(id)) || d.generation != 7 {
+			t.Fatalf("member %s told partitions %v generation %d, owns %v", id, d.partitions, d.generation, want(id))
 		}
 		told[id] = d
 	}
-	return got, told
+	return told
+}
+
+// leaderPlan runs the plan of a leader with replicas standbys over members
+// and returns each member's partitions and what it is told.
+func leaderPlan(t *testing.T, replicas int, n int32, members map[string]sub) (map[string][]int32, map[string]userData) {
+	t.Helper()
+	leader := NewMember("leader", replicas, nil, "")
+	topics := topicsOf(n)
+	plan, err := leader.Plan(subscriptions(members), topics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := owned(t, plan, topics)
+	return got, tell(t, leader, plan, members, func(id string) []int32 { return got[id] })
 }
 
 // Every partition gets one standby on another host, spread about evenly
@@ -303,36 +317,20 @@ func TestJoinTakesInputsFirst(t *testing.T) {
 	}
 	plan := func(replicas int, caughtUp []int32, canForward func(id string) bool) (sarama.BalanceStrategyPlan, map[string]userData) {
 		t.Helper()
-		g := map[string]sarama.ConsumerGroupMemberMetadata{}
 		members := map[string]sub{"d-0": {host: "d", standbys: caughtUp, caughtUp: caughtUp}}
 		for id, s := range old {
 			members[id] = s
 		}
 		for id, s := range members {
-			g[id] = sarama.ConsumerGroupMemberMetadata{Topics: slices.Clone(subscribed), UserData: encode(userData{
-				generation: s.generation, partitions: s.partitions, host: s.host, standbys: s.standbys, caughtUp: s.caughtUp,
-				inputFirst: canForward(id)})}
+			s.inputFirst = canForward(id)
+			members[id] = s
 		}
 		leader := NewMember("leader", replicas, nil, loop)
-		p, err := leader.Plan(g, topicsOf(12))
+		p, err := leader.Plan(subscriptions(members), topicsOf(12))
 		if err != nil {
 			t.Fatal(err)
 		}
-		told := map[string]userData{}
-		for id := range members {
-			b, err := leader.AssignmentData(id, p[id], 7)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, ok := decode(b)
-			if !ok {
-				t.Fatalf("member %s: assignment data %x does not decode", id, b)
-			}
-			if !slices.Equal(d.partitions, slices.Sorted(slices.Values(p[id][loop]))) {
-				t.Fatalf("member %s told partitions %v, owns loop partitions %v", id, d.partitions, p[id][loop])
-			}
-			told[id] = d
-		}
+		told := tell(t, leader, p, members, func(id string) []int32 { return slices.Sorted(slices.Values(p[id][loop])) })
 		// Every partition of every topic is assigned once.
 		for _, topic := range subscribed {
 			seen := map[int32]string{}
