@@ -129,7 +129,8 @@ func (c *crash) Error() string { return "injected crash: " + c.err.Error() }
 // topics are what the member consumes: every input and the loop topic, all
 // co-partitioned with the table, so a member that claims partition p of one
 // claims it of all (the group's copartitioning strategy, internal/assign) and
-// one store serves them.
+// one store serves them; except that a member warming a table up may claim
+// its inputs first (session.go's claimedTables).
 func (m *member) topics() []string { return append(slices.Clone(m.topo.Inputs), m.loopTopic) }
 
 // run joins the group and processes until ctx is done or a fatal error.
