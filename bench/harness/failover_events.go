@@ -59,7 +59,11 @@ func (f *failover) events(ctx context.Context, loadEnded <-chan struct{}, r *Sce
 // their standbys caught up (standbysCaughtUp), every partition of the input
 // assigned, and every assigned partition
 // committed again after the group became stable: the group at rest, under
-// load. It returns the members' identities.
+// load. For a contender that hands a joining instance everything within an
+// event (FailoverContender.Handover), every member must also hold its share
+// of every topic: a worker that restarted after a kill consumes its
+// warm-ups' inputs first, and its rejoin to take their tables over would
+// otherwise fall into the next event. It returns the members' identities.
 func (f *failover) steady(ctx context.Context, ids []string) ([]string, error) {
 	from := time.Now()
 	var members []string
@@ -71,7 +75,8 @@ func (f *failover) steady(ctx context.Context, ids []string) ([]string, error) {
 			}
 			if base == nil {
 				m, ok := identities(s, ids)
-				if !ok || s.state != "Stable" || len(s.members) != len(ids) || f.inputOwned(s) < int(f.cfg.Partitions) {
+				if !ok || s.state != "Stable" || len(s.members) != len(ids) || f.inputOwned(s) < int(f.cfg.Partitions) ||
+					(f.ct.Handover && !everyShareHeld(s, m)) {
 					continue
 				}
 				base, members = s, m

@@ -53,8 +53,8 @@ type eventMeasure struct {
 // sampling interval.
 func measureEvent(samples []*groupSample, at, quiet time.Time, victim string, want []string) (eventMeasure, bool) {
 	var m eventMeasure
-	if len(samples) < 2 {
-		return m, false
+	if len(samples) < 2 || len(samples[0].owner) == 0 {
+		return m, false // no owners before the event: it fell into a rebalance
 	}
 	before := samples[0]
 	parts := make([]tp, 0, len(before.owner))
@@ -112,32 +112,20 @@ func measureHandover(samples []*groupSample, at time.Time, newcomer string, want
 		return 0, 0, false
 	}
 	var parts []tp
-	total := map[string]int{}
 	for p := range samples[0].owner {
 		parts = append(parts, p)
-		total[p.topic]++
 	}
 	var held []tp
 	for _, s := range samples[1:] {
-		if s.at.Before(at) || !s.stable(want, parts) {
+		if s.at.Before(at) || !s.stable(want, parts) || !holdsShare(s, newcomer, len(want)) {
 			continue
 		}
-		own := map[string][]tp{}
 		for _, p := range parts {
 			if s.owner[p] == newcomer {
-				own[p.topic] = append(own[p.topic], p)
+				held = append(held, p)
 			}
 		}
-		full := true
-		for topic, n := range total {
-			full = full && len(own[topic]) >= n/len(want)
-		}
-		if full {
-			for _, ps := range own {
-				held = append(held, ps...)
-			}
-			break
-		}
+		break
 	}
 	if held == nil {
 		return 0, 0, false
@@ -156,6 +144,36 @@ func measureHandover(samples []*groupSample, at time.Time, newcomer string, want
 		pause = max(pause, longestStall(samples, p, at, end))
 	}
 	return end.Sub(at), pause, true
+}
+
+// holdsShare reports whether member holds, in sample s, at least its share
+// of every topic's partitions among members members: the floor of the
+// topic's partitions over them.
+func holdsShare(s *groupSample, member string, members int) bool {
+	total, own := map[string]int{}, map[string]int{}
+	for p, owner := range s.owner {
+		total[p.topic]++
+		if owner == member {
+			own[p.topic]++
+		}
+	}
+	for topic, n := range total {
+		if own[topic] < n/members {
+			return false
+		}
+	}
+	return true
+}
+
+// everyShareHeld reports whether each of members holds its share of every
+// topic in s (holdsShare).
+func everyShareHeld(s *groupSample, members []string) bool {
+	for _, m := range members {
+		if !holdsShare(s, m, len(members)) {
+			return false
+		}
+	}
+	return true
 }
 
 // resumed is when partition p first committed beyond its offset at the

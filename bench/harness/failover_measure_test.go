@@ -202,3 +202,32 @@ func TestMeasureHandover(t *testing.T) {
 		t.Fatal("handover reported while d held no loop partition")
 	}
 }
+
+// An event whose first sample shows no owners fell into a rebalance: it
+// never settles, rather than measuring nothing as a gap of zero.
+func TestMeasureEventNeedsOwnersBefore(t *testing.T) {
+	abc := []string{"a", "b", "c"}
+	tl := new(timeline).
+		at(-0.1, "PreparingRebalance", abc, [4]string{}, [4]int64{100, 100, 100, 100}).
+		at(1, "Stable", abc, [4]string{"a", "b", "c", "c"}, [4]int64{110, 110, 110, 110}).
+		at(2, "Stable", abc, [4]string{"a", "b", "c", "c"}, [4]int64{120, 120, 120, 120})
+	if m, ok := measureEvent(tl.samples, sec(0), sec(0), "a", abc); ok {
+		t.Fatalf("measured %+v from an event in a rebalance", m)
+	}
+}
+
+// A member holds its share when it has the floor of every topic's
+// partitions over the members, not when it has enough of one topic.
+func TestEveryShareHeld(t *testing.T) {
+	s := &groupSample{owner: map[tp]string{
+		{"in", 0}: "a", {"in", 1}: "b", {"in", 2}: "b", {"in", 3}: "c",
+		{"loop", 0}: "a", {"loop", 1}: "a", {"loop", 2}: "b", {"loop", 3}: "c",
+	}}
+	if !everyShareHeld(s, []string{"a", "b", "c"}) {
+		t.Error("each of a, b, c holds at least one partition of each topic, want true")
+	}
+	s.owner[tp{"loop", 3}] = "b"
+	if everyShareHeld(s, []string{"a", "b", "c"}) {
+		t.Error("c holds no loop partition, want false")
+	}
+}
