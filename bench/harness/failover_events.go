@@ -37,13 +37,11 @@ func (f *failover) events(ctx context.Context, loadEnded <-chan struct{}, r *Sce
 		r.Gaps = append(r.Gaps, m.Gap)
 		r.Stalls = append(r.Stalls, m.Stall)
 		r.Pauses = append(r.Pauses, m.Pause)
-		if f.ct.Handover && f.sc.Handover {
-			r.Handovers = append(r.Handovers, m.Handover)
-			r.HandoverPauses = append(r.HandoverPauses, m.HandoverPause)
-		}
 		r.Affected = append(r.Affected, m.Affected)
 		handover := ""
 		if f.ct.Handover && f.sc.Handover {
+			r.Handovers = append(r.Handovers, m.Handover)
+			r.HandoverPauses = append(r.HandoverPauses, m.HandoverPause)
 			handover = fmt.Sprintf(", tables held after %v (paused %v at most)", m.Handover.Round(time.Millisecond), m.HandoverPause.Round(time.Millisecond))
 		}
 		f.cfg.logf("%s %s #%d: gap %v (%d partitions affected, paused %v at most), stall of %d unmoved %v%s", f.ct.Name, f.sc.Name, rep+1,
