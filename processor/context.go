@@ -9,7 +9,8 @@ import (
 
 // manualPartition marks produced messages whose partition is set by the
 // runtime: changelog records (the table partition they belong to) and loop
-// records (hashPartition of the key, the partition LoopTable judges in).
+// records (hashPartition of the key, the partition LoopTable judges in, or
+// the forwarded message's own partition number).
 type manualPartition struct{}
 
 // txnContext is the engine.Runtime of one message under the exactly-once
@@ -57,13 +58,13 @@ func (c *txnContext) Emit(topic, key string, value []byte, headers dedup.Headers
 
 // Loopback queues a loop record for the transaction, as Emit.
 func (c *txnContext) Loopback(key string, value []byte, headers dedup.Headers) error {
-	c.m.queueLoop(key, value, recordHeaders(headers))
+	c.m.queueLoop(hashPartition(key, c.m.partitions), key, value, recordHeaders(headers))
 	return nil
 }
 
 // Forward queues a loop record for the transaction, to the loop partition
 // of the message's partition number, whose owner holds its table.
 func (c *txnContext) Forward(key string, value []byte, headers dedup.Headers) error {
-	c.m.queueForward(c.partition, key, value, recordHeaders(headers))
+	c.m.queueLoop(c.partition, key, value, recordHeaders(headers))
 	return nil
 }

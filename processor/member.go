@@ -413,16 +413,13 @@ func (m *member) process(sess sarama.ConsumerGroupSession, in inbound) {
 	msg := in.msg
 	t := m.tables[msg.Partition]
 	var err error
-	switch {
-	case t != nil:
-		err = engine.ProcessRecord(m.topo, &txnContext{m: m, ctx: sess.Context(), table: t, partition: msg.Partition}, in.prep, msg.Value)
-	case m.restores[msg.Partition] == nil && msg.Topic != m.loopTopic:
-		// An input partition whose table another member holds while
-		// this one warms it up: the engine forwards what it would judge
-		// there (txnContext.Table).
-		err = engine.ProcessRecord(m.topo, &txnContext{m: m, ctx: sess.Context(), partition: msg.Partition}, in.prep, msg.Value)
-	default:
+	// A nil table is an input partition whose table another member holds
+	// while this one warms it up (no restore of it): the engine forwards
+	// what it would judge there (txnContext.Table).
+	if t == nil && (m.restores[msg.Partition] != nil || msg.Topic == m.loopTopic) {
 		err = fmt.Errorf("message from unassigned partition %s/%d", msg.Topic, msg.Partition)
+	} else {
+		err = engine.ProcessRecord(m.topo, &txnContext{m: m, ctx: sess.Context(), table: t, partition: msg.Partition}, in.prep, msg.Value)
 	}
 	switch {
 	case errors.Is(err, dedup.ErrInterrupted):
@@ -458,17 +455,10 @@ func (m *member) queueChangelog(partition int32, key string, value []byte) {
 	m.send(msg)
 }
 
-// queueLoop streams a record to the loop topic, in the partition of its key
-// that LoopTable computes too: one function decides both.
-func (m *member) queueLoop(key string, value []byte, headers []sarama.RecordHeader) {
-	msg := newRecord(m.loopTopic, key, value, headers)
-	msg.Partition, msg.Metadata = hashPartition(key, m.partitions), manualPartition{}
-	m.send(msg)
-}
-
-// queueForward streams a record to the loop topic's partition of the
-// given number, whose owner holds that partition's table.
-func (m *member) queueForward(partition int32, key string, value []byte, headers []sarama.RecordHeader) {
+// queueLoop streams a record to the loop topic's given partition: the
+// partition of its key, which LoopTable computes too (txnContext.Loopback),
+// or the partition number of the message it forwards (txnContext.Forward).
+func (m *member) queueLoop(partition int32, key string, value []byte, headers []sarama.RecordHeader) {
 	msg := newRecord(m.loopTopic, key, value, headers)
 	msg.Partition, msg.Metadata = partition, manualPartition{}
 	m.send(msg)
