@@ -17,6 +17,7 @@ import (
 	"github.com/dedupkit/dedup/internal/engine"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/internal/leveldbx"
+	"github.com/dedupkit/dedup/internal/txnproducer"
 )
 
 // member is one consumer-group member with its transactional producer.
@@ -182,7 +183,7 @@ func (m *member) run(ctx context.Context) error {
 
 func (m *member) newProducer(ctx context.Context) error {
 	for {
-		p, err := sarama.NewAsyncProducer(m.cfg.Brokers, m.producerCfg)
+		p, err := txnproducer.New(m.cfg.Brokers, m.producerCfg)
 		if err == nil {
 			m.producer = p
 			return nil

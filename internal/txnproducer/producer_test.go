@@ -1,0 +1,524 @@
+package txnproducer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/internal/netfault"
+)
+
+func brokers(t *testing.T) []string {
+	t.Helper()
+	v := os.Getenv("KAFKA_BROKERS")
+	if v == "" {
+		kafkatest.Missing(t, "KAFKA_BROKERS is not set; `make test` starts a broker and sets it")
+	}
+	return strings.Split(v, ",")
+}
+
+func unique(name string) string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return name + "-" + hex.EncodeToString(b)
+}
+
+func config(id string) *sarama.Config {
+	c := sarama.NewConfig()
+	c.Version = kafkautil.SaramaVersion
+	c.ClientID = "txnproducer-test"
+	c.Producer.Idempotent = true
+	c.Producer.Transaction.ID = id
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Producer.Return.Successes = true
+	c.Producer.Partitioner = sarama.NewHashPartitioner
+	c.Producer.Flush.Messages = 100
+	c.Producer.Flush.Frequency = 5 * time.Millisecond
+	c.Net.MaxOpenRequests = 1
+	return c
+}
+
+// txnResult is what one transaction's records got back.
+type txnResult struct {
+	offsets map[string]int64 // key -> offset, from Successes
+	errs    []error
+}
+
+// sendTxn sends n records keyed prefix-0.. in one transaction and reads
+// their results; end commits or aborts it.
+func sendTxn(t *testing.T, p *Producer, topic, prefix string, n int, end func() error) (txnResult, error) {
+	t.Helper()
+	if err := p.BeginTxn(); err != nil {
+		return txnResult{}, err
+	}
+	r, err := sendRecords(p, topic, prefix, n)
+	if err != nil {
+		return r, err
+	}
+	return r, end()
+}
+
+// sendRecords sends n records keyed prefix-0.. in the open transaction and
+// reads their results.
+func sendRecords(p *Producer, topic, prefix string, n int) (txnResult, error) {
+	r := txnResult{offsets: map[string]int64{}}
+	sent, got := 0, 0
+	for sent < n || got < sent {
+		var in chan<- *sarama.ProducerMessage
+		var msg *sarama.ProducerMessage
+		if sent < n {
+			in = p.Input()
+			msg = &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(fmt.Sprintf("%s-%d", prefix, sent)),
+				Value: sarama.StringEncoder("v")}
+		}
+		select {
+		case in <- msg:
+			sent++
+		case m := <-p.Successes():
+			got++
+			k, _ := m.Key.Encode()
+			r.offsets[string(k)] = m.Offset
+		case e := <-p.Errors():
+			got++
+			r.errs = append(r.errs, e.Err)
+		}
+	}
+	if len(r.errs) > 0 {
+		return r, r.errs[0]
+	}
+	return r, nil
+}
+
+func TestCommitShowsRecordsAndAbortHidesThem(t *testing.T) {
+	bs := brokers(t)
+	topic := unique("txnproducer-commit")
+	if err := kafkatest.CreateTopic(bs, topic, 3); err != nil {
+		t.Fatal(err)
+	}
+	defer kafkatest.DeleteTopics(bs, topic)
+	p, err := New(bs, config(unique("txnproducer-commit")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+
+	want := map[string]int64{}
+	for _, tx := range []struct {
+		prefix string
+		n      int
+		commit bool
+	}{{"a", 700, true}, {"b", 300, false}, {"c", 250, true}} {
+		end := p.AbortTxn
+		if tx.commit {
+			end = p.CommitTxn
+		}
+		r, err := sendTxn(t, p, topic, tx.prefix, tx.n, end)
+		if err != nil {
+			t.Fatalf("transaction %s: %v", tx.prefix, err)
+		}
+		if len(r.offsets) != tx.n {
+			t.Fatalf("transaction %s: %d successes for %d records", tx.prefix, len(r.offsets), tx.n)
+		}
+		if tx.commit {
+			for k, off := range r.offsets {
+				want[k] = off
+			}
+		}
+		if s := p.TxnStatus(); s&sarama.ProducerTxnFlagReady == 0 {
+			t.Fatalf("after transaction %s: status %s, want ready", tx.prefix, s)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := kafkatest.WaitSettled(ctx, bs, topic); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := kafkatest.ReadAll(ctx, bs, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, r := range recs {
+		if _, dup := got[r.Key]; dup {
+			t.Errorf("%s read twice", r.Key)
+		}
+		got[r.Key] = r.Offset
+	}
+	if len(got) != len(want) {
+		t.Errorf("read %d committed records, want %d", len(got), len(want))
+	}
+	for k, off := range want {
+		if g, ok := got[k]; !ok {
+			t.Errorf("%s committed but not read", k)
+		} else if g != off {
+			t.Errorf("%s read at offset %d, acknowledged at %d", k, g, off)
+		}
+	}
+}
+
+func TestOffsetsCommitWithTheTransaction(t *testing.T) {
+	bs := brokers(t)
+	topic, group := unique("txnproducer-offsets"), unique("txnproducer-group")
+	if err := kafkatest.CreateTopic(bs, topic, 1); err != nil {
+		t.Fatal(err)
+	}
+	defer kafkatest.DeleteTopics(bs, topic)
+	p, err := New(bs, config(unique("txnproducer-offsets")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	meta := sarama.NewConsumerGroupMetadata(group)
+	offsets := func(off int64) map[string][]*sarama.PartitionOffsetMetadata {
+		return map[string][]*sarama.PartitionOffsetMetadata{topic: {{Partition: 0, Offset: off}}}
+	}
+	step := func(off int64, end func() error) {
+		t.Helper()
+		if err := p.BeginTxn(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.AddOffsetsToTxnWithGroupMetadata(offsets(off), meta); err != nil {
+			t.Fatal(err)
+		}
+		if err := end(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	committed := func() int64 {
+		t.Helper()
+		c, err := kafkatest.Committed(bs, group, topic, []int32{0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c[0]
+	}
+	step(42, p.CommitTxn) // offsets only: the transaction holds no record
+	if got := committed(); got != 42 {
+		t.Fatalf("committed offset %d after a commit of 42", got)
+	}
+	step(99, p.AbortTxn)
+	if got := committed(); got != 42 {
+		t.Fatalf("committed offset %d after an abort of 99, want 42 still", got)
+	}
+}
+
+func TestFencedByANewIncarnation(t *testing.T) {
+	bs := brokers(t)
+	topic, id := unique("txnproducer-fenced"), unique("txnproducer-fenced")
+	if err := kafkatest.CreateTopic(bs, topic, 2); err != nil {
+		t.Fatal(err)
+	}
+	defer kafkatest.DeleteTopics(bs, topic)
+	old, err := New(bs, config(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if _, err := sendTxn(t, old, topic, "old", 50, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// The old incarnation's transaction is open; a new one aborts it.
+	next, err := New(bs, config(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if _, err := sendTxn(t, next, topic, "new", 50, next.CommitTxn); err != nil {
+		t.Fatal(err)
+	}
+
+	// The zombie's next record or its commit fails as fenced, and it stays fatal.
+	_, err = sendRecords(old, topic, "zombie", 50)
+	if err == nil {
+		err = old.CommitTxn()
+	}
+	if err == nil {
+		t.Fatal("a fenced producer committed")
+	}
+	if !errors.Is(err, sarama.ErrProducerFenced) && !errors.Is(err, sarama.ErrInvalidProducerEpoch) {
+		t.Errorf("fenced producer's error %v, want PRODUCER_FENCED or INVALID_PRODUCER_EPOCH", err)
+	}
+	if s := old.TxnStatus(); s&sarama.ProducerTxnFlagFatalError == 0 {
+		t.Errorf("fenced producer's status %s, want fatal", s)
+	}
+	if err := old.BeginTxn(); err == nil {
+		t.Error("a fatal producer began a transaction")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := kafkatest.WaitSettled(ctx, bs, topic); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := kafkatest.ReadAll(ctx, bs, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if !strings.HasPrefix(r.Key, "new-") {
+			t.Errorf("read %s: only the new incarnation's transaction committed", r.Key)
+		}
+	}
+	if len(recs) != 50 {
+		t.Errorf("read %d records, want the new incarnation's 50", len(recs))
+	}
+}
+
+func TestTooLargeRecordIsRefusedAlone(t *testing.T) {
+	bs := brokers(t)
+	topic := unique("txnproducer-large")
+	if err := kafkatest.CreateTopic(bs, topic, 1); err != nil {
+		t.Fatal(err)
+	}
+	defer kafkatest.DeleteTopics(bs, topic)
+	c := config(unique("txnproducer-large"))
+	c.Producer.MaxMessageBytes = 1000
+	p, err := New(bs, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.BeginTxn(); err != nil {
+		t.Fatal(err)
+	}
+	p.Input() <- &sarama.ProducerMessage{Topic: topic, Value: sarama.ByteEncoder(make([]byte, 1000))}
+	select {
+	case e := <-p.Errors():
+		if !errors.Is(e.Err, sarama.ErrMessageSizeTooLarge) {
+			t.Fatalf("error %v, want MESSAGE_TOO_LARGE", e.Err)
+		}
+	case m := <-p.Successes():
+		t.Fatalf("a record larger than Producer.MaxMessageBytes was sent (offset %d)", m.Offset)
+	}
+	if s := p.TxnStatus(); s&sarama.ProducerTxnFlagFatalError != 0 {
+		t.Fatalf("status %s: one refused record made the producer fatal", s)
+	}
+	if _, err := sendTxn(t, p, topic, "small", 10, p.CommitTxn); err == nil {
+		t.Fatal("BeginTxn inside an open transaction succeeded")
+	}
+	if err := p.AbortTxn(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sendTxn(t, p, topic, "small", 10, p.CommitTxn); err != nil {
+		t.Fatalf("the transaction after the abort: %v", err)
+	}
+}
+
+// TestRetriesKeepSequenceNumbers loses the answers of some produce
+// requests the broker wrote, and some requests before they reach it: a
+// batch without an answer is sent again with its sequence numbers, so the
+// broker drops the copy of one it wrote and writes one it did not. Every
+// key must be read once, in the order it was sent, at the offset its
+// success gave.
+func TestRetriesKeepSequenceNumbers(t *testing.T) {
+	bs := brokers(t)
+	topic := unique("txnproducer-lost")
+	if err := kafkatest.CreateTopic(bs, topic, 3); err != nil {
+		t.Fatal(err)
+	}
+	defer kafkatest.DeleteTopics(bs, topic)
+	p, err := New(bs, config(unique("txnproducer-lost")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var requests, answersLost, requestsLost int
+	p.send = func(leader *sarama.Broker, req *sarama.ProduceRequest) (*sarama.ProduceResponse, error) {
+		requests++ // one round at a time: no lock needed with one broker
+		switch requests % 4 {
+		case 1:
+			if _, err := leader.Produce(req); err != nil {
+				return nil, err
+			}
+			answersLost++
+			return nil, io.ErrUnexpectedEOF
+		case 3:
+			requestsLost++
+			return nil, io.ErrUnexpectedEOF
+		}
+		return leader.Produce(req)
+	}
+
+	want := map[string]int64{}
+	for i := 0; i < 10; i++ {
+		r, err := sendTxn(t, p, topic, fmt.Sprintf("t%02d", i), 400, p.CommitTxn)
+		if err != nil {
+			t.Fatalf("transaction %d: %v", i, err)
+		}
+		maps.Copy(want, r.offsets)
+	}
+	t.Logf("%d produce requests: %d answers lost, %d requests lost, %d batches retried",
+		requests, answersLost, requestsLost, p.retried.Load())
+	if answersLost == 0 || requestsLost == 0 {
+		t.Fatal("no answer or no request was lost")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := kafkatest.WaitSettled(ctx, bs, topic); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := kafkatest.ReadAll(ctx, bs, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOnceInOrder(t, recs, len(want))
+	for _, r := range recs {
+		if off, ok := want[r.Key]; ok && off != r.Offset {
+			t.Errorf("%s read at offset %d, acknowledged at %d", r.Key, r.Offset, off)
+		}
+	}
+}
+
+// checkOnceInOrder checks that recs hold n distinct keys "tNN-i", each once
+// and in send order within its partition.
+func checkOnceInOrder(t *testing.T, recs []kafkatest.Record, n int) {
+	t.Helper()
+	seen := map[string]bool{}
+	last := map[int32]string{}
+	for _, r := range recs {
+		if seen[r.Key] {
+			t.Errorf("%s read twice", r.Key)
+		}
+		seen[r.Key] = true
+		if prev, ok := last[r.Partition]; ok && keyOrder(prev) >= keyOrder(r.Key) {
+			t.Errorf("partition %d: %s after %s", r.Partition, r.Key, prev)
+		}
+		last[r.Partition] = r.Key
+	}
+	if len(seen) != n {
+		t.Errorf("read %d distinct keys, want %d", len(seen), n)
+	}
+}
+
+// TestConnectionResetsLoseNothing cuts the producer's connections while it
+// sends, commits and adds partitions. Each transaction commits
+// the count of transactions done as a group offset, as the worker commits
+// its input offsets; when a producer fails, a new one (which aborts what
+// the old one left open) resumes from that offset, since a commit that got
+// no answer may have committed. Every key must be read once, in the order
+// it was sent.
+func TestConnectionResetsLoseNothing(t *testing.T) {
+	bs := brokers(t)
+	routes := os.Getenv("KAFKA_PROXY_ROUTES")
+	if routes == "" {
+		kafkatest.Missing(t, "KAFKA_PROXY_ROUTES is not set; `make test` sets it from kafka.sh proxy-routes")
+	}
+	rs, err := netfault.ParseRoutes(routes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := netfault.Start(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	topic, id, group := unique("txnproducer-retry"), unique("txnproducer-retry"), unique("txnproducer-retry")
+	if err := kafkatest.CreateTopic(bs, topic, 2); err != nil {
+		t.Fatal(err)
+	}
+	defer kafkatest.DeleteTopics(bs, topic)
+
+	via := strings.Split(proxy.Addrs(), ",")
+	c := config(id)
+	c.Producer.Retry.Max = 10
+	newProducer := func() *Producer {
+		t.Helper()
+		for i := 0; ; i++ {
+			p, err := New(via, c)
+			if err == nil {
+				return p
+			}
+			if i == 50 {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// done is the number of transactions committed, read from the group.
+	done := func() int {
+		t.Helper()
+		off, err := kafkatest.Committed(bs, group, topic, []int32{0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(max(off[0], 0))
+	}
+	p := newProducer()
+	defer func() { p.Close() }()
+
+	stop := make(chan struct{})
+	resets := make(chan int)
+	go func() {
+		n := 0
+		defer func() { resets <- n }()
+		tick := time.NewTicker(150 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				proxy.Reset()
+				proxy.Heal()
+				n++
+			}
+		}
+	}()
+
+	const txns, perTxn = 20, 400
+	meta := sarama.NewConsumerGroupMetadata(group)
+	redone := 0
+	for i := 0; i < txns; {
+		_, err := sendTxn(t, p, topic, fmt.Sprintf("t%02d", i), perTxn, func() error {
+			err := p.AddOffsetsToTxnWithGroupMetadata(map[string][]*sarama.PartitionOffsetMetadata{
+				topic: {{Partition: 0, Offset: int64(i + 1)}}}, meta)
+			if err != nil {
+				return err
+			}
+			return p.CommitTxn()
+		})
+		if err == nil {
+			i++
+			continue
+		}
+		redone++
+		p.Close()
+		p = newProducer()
+		t.Logf("transaction %d: %v; resuming at transaction %d with a new producer", i, err, done())
+		i = done()
+	}
+	close(stop)
+	t.Logf("%d connection resets, %d producers replaced", <-resets, redone)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := kafkatest.WaitSettled(ctx, bs, topic); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := kafkatest.ReadAll(ctx, bs, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOnceInOrder(t, recs, txns*perTxn)
+}
+
+// keyOrder is the send order of a key "tNN-i".
+func keyOrder(key string) int {
+	var txn, i int
+	fmt.Sscanf(key, "t%d-%d", &txn, &i)
+	return txn*1_000_000 + i
+}
