@@ -14,7 +14,7 @@ const (
 	recordOverhead      = 5*binary.MaxVarintLen32 + binary.MaxVarintLen64 + 1
 	headerOverhead      = 2 * binary.MaxVarintLen32
 	batchOverhead       = 49
-	maxBufferedRecords  = 64 << 10 // Input waits while this many are queued
+	maxBufferedRecords  = 16 << 10 // Input waits while this many are queued
 	maxRecordsPerBatch  = 8192     // a batch past this starts another
 	defaultFlushRecords = 1000
 )
@@ -104,7 +104,9 @@ func (a *accumulator) add(msg *sarama.ProducerMessage) {
 	tp := topicPartition{msg.Topic, msg.Partition}
 	bs := a.queued[tp]
 	var b *batch
-	if n := len(bs); n > 0 && bs[n-1].bytes+size <= p.conf.Producer.MaxMessageBytes &&
+	// A batch is full once its records reach Producer.MaxMessageBytes, as
+	// sarama counts (wouldOverflow); its first record always fits.
+	if n := len(bs); n > 0 && bs[n-1].bytes+size < p.conf.Producer.MaxMessageBytes &&
 		len(bs[n-1].msgs) < maxRecordsPerBatch && !bs[n-1].seqSet {
 		b = bs[n-1]
 	} else {
@@ -166,7 +168,7 @@ func (a *accumulator) record(msg *sarama.ProducerMessage) (*sarama.Record, int, 
 			size += len(msg.Headers[i].Key) + len(msg.Headers[i].Value) + headerOverhead
 		}
 	}
-	if size+batchOverhead > a.p.conf.Producer.MaxMessageBytes {
+	if size > a.p.conf.Producer.MaxMessageBytes {
 		return nil, 0, sarama.ErrMessageSizeTooLarge
 	}
 	if msg.Timestamp.IsZero() {

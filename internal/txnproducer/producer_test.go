@@ -17,7 +17,6 @@ import (
 
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/kafkautil"
-	"github.com/dedupkit/dedup/internal/netfault"
 )
 
 func brokers(t *testing.T) []string {
@@ -402,118 +401,6 @@ func checkOnceInOrder(t *testing.T, recs []kafkatest.Record, n int) {
 	if len(seen) != n {
 		t.Errorf("read %d distinct keys, want %d", len(seen), n)
 	}
-}
-
-// TestConnectionResetsLoseNothing cuts the producer's connections while it
-// sends, commits and adds partitions. Each transaction commits
-// the count of transactions done as a group offset, as the worker commits
-// its input offsets; when a producer fails, a new one (which aborts what
-// the old one left open) resumes from that offset, since a commit that got
-// no answer may have committed. Every key must be read once, in the order
-// it was sent.
-func TestConnectionResetsLoseNothing(t *testing.T) {
-	bs := brokers(t)
-	routes := os.Getenv("KAFKA_PROXY_ROUTES")
-	if routes == "" {
-		kafkatest.Missing(t, "KAFKA_PROXY_ROUTES is not set; `make test` sets it from kafka.sh proxy-routes")
-	}
-	rs, err := netfault.ParseRoutes(routes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := netfault.Start(rs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	topic, id, group := unique("txnproducer-retry"), unique("txnproducer-retry"), unique("txnproducer-retry")
-	if err := kafkatest.CreateTopic(bs, topic, 2); err != nil {
-		t.Fatal(err)
-	}
-	defer kafkatest.DeleteTopics(bs, topic)
-
-	via := strings.Split(proxy.Addrs(), ",")
-	c := config(id)
-	c.Producer.Retry.Max = 10
-	newProducer := func() *Producer {
-		t.Helper()
-		for i := 0; ; i++ {
-			p, err := New(via, c)
-			if err == nil {
-				return p
-			}
-			if i == 50 {
-				t.Fatal(err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	// done is the number of transactions committed, read from the group.
-	done := func() int {
-		t.Helper()
-		off, err := kafkatest.Committed(bs, group, topic, []int32{0})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return int(max(off[0], 0))
-	}
-	p := newProducer()
-	defer func() { p.Close() }()
-
-	stop := make(chan struct{})
-	resets := make(chan int)
-	go func() {
-		n := 0
-		defer func() { resets <- n }()
-		tick := time.NewTicker(150 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				proxy.Reset()
-				proxy.Heal()
-				n++
-			}
-		}
-	}()
-
-	const txns, perTxn = 20, 400
-	meta := sarama.NewConsumerGroupMetadata(group)
-	redone := 0
-	for i := 0; i < txns; {
-		_, err := sendTxn(t, p, topic, fmt.Sprintf("t%02d", i), perTxn, func() error {
-			err := p.AddOffsetsToTxnWithGroupMetadata(map[string][]*sarama.PartitionOffsetMetadata{
-				topic: {{Partition: 0, Offset: int64(i + 1)}}}, meta)
-			if err != nil {
-				return err
-			}
-			return p.CommitTxn()
-		})
-		if err == nil {
-			i++
-			continue
-		}
-		redone++
-		p.Close()
-		p = newProducer()
-		t.Logf("transaction %d: %v; resuming at transaction %d with a new producer", i, err, done())
-		i = done()
-	}
-	close(stop)
-	t.Logf("%d connection resets, %d producers replaced", <-resets, redone)
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := kafkatest.WaitSettled(ctx, bs, topic); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := kafkatest.ReadAll(ctx, bs, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkOnceInOrder(t, recs, txns*perTxn)
 }
 
 // keyOrder is the send order of a key "tNN-i".
