@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/dedupkit/dedup/internal/txnproducer"
 )
 
 // The transactional pipe is the raw pipe made exactly-once by Kafka
@@ -15,9 +17,11 @@ import (
 // transactional producer, the input offsets committed in the same
 // transaction every commit interval. It keeps no state, so the input's
 // duplicates pass through (counted per record, like the raw pipe). It is the
-// ceiling for exactly-once processing with sarama on this machine: what the
-// worker costs beyond it is the dedup table's (the lookup, the changelog
-// record, LevelDB), what it costs beyond the raw pipe is the transactions'.
+// ceiling for exactly-once processing on this machine with the worker's
+// transactional producer (internal/txnproducer, on sarama's client): what
+// the worker costs beyond it is the dedup table's (the lookup, the
+// changelog record, LevelDB), what it costs beyond the raw pipe is the
+// transactions'. The raw pipe writes through sarama's async producer.
 // It is built like the worker's member: one goroutine owns the producer and
 // the offsets, and commits between messages. With Config.Changelog it also
 // writes the worker's second record per event (more exactly, per input
@@ -52,7 +56,7 @@ func runTxnPipe(ctx context.Context, cfg Config, ready func()) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	consumerCfg, producerCfg := txnPipeConfig(cfg)
-	prod, err := sarama.NewAsyncProducer(cfg.Brokers, producerCfg)
+	prod, err := txnproducer.New(cfg.Brokers, producerCfg)
 	if err != nil {
 		return fmt.Errorf("transactional producer: %w", err)
 	}

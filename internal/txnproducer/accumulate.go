@@ -61,7 +61,18 @@ func newAccumulator(p *Producer) *accumulator {
 
 // run appends Input's records until Input is closed.
 func (a *accumulator) run() {
-	for msg := range a.p.input {
+	for {
+		if a.p.taking != nil {
+			a.p.taking()
+		}
+		msg, ok := <-a.p.input
+		if !ok {
+			break
+		}
+		if m, ok := msg.Metadata.(*inputMark); ok {
+			close(m.reached)
+			continue
+		}
 		a.add(msg)
 	}
 	a.p.mu.Lock()
@@ -69,6 +80,10 @@ func (a *accumulator) run() {
 	a.p.mu.Unlock()
 	a.signal()
 }
+
+// inputMark is sent through Input by endTxn: once the accumulator reached
+// it, every record sent before it is queued.
+type inputMark struct{ reached chan struct{} }
 
 func (a *accumulator) signal() {
 	select {
@@ -82,7 +97,10 @@ func (a *accumulator) signal() {
 func (a *accumulator) add(msg *sarama.ProducerMessage) {
 	rec, size, err := a.record(msg)
 	if err != nil {
-		a.p.errors <- &sarama.ProducerError{Msg: msg, Err: err}
+		if !a.p.conf.Producer.Return.Errors { // nobody would hear of it: the commit must fail
+			a.p.fail(err)
+		}
+		a.p.failed(msg, err)
 		return
 	}
 	p := a.p
@@ -98,7 +116,7 @@ func (a *accumulator) add(msg *sarama.ProducerMessage) {
 	}
 	if err := p.fatalErr; err != nil {
 		p.mu.Unlock()
-		p.errors <- &sarama.ProducerError{Msg: msg, Err: err}
+		p.failed(msg, err)
 		return
 	}
 	tp := topicPartition{msg.Topic, msg.Partition}

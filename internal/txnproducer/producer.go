@@ -70,6 +70,9 @@ type Producer struct {
 	// send sends a produce request to its leader; tests replace it to lose
 	// requests or their answers.
 	send func(leader *sarama.Broker, req *sarama.ProduceRequest) (*sarama.ProduceResponse, error)
+	// taking, when set, runs before the accumulator takes each record from
+	// Input; tests use it to leave records in Input's buffer.
+	taking func()
 }
 
 type topicPartition struct {
@@ -81,6 +84,16 @@ type topicPartition struct {
 // conf.Producer.Transaction.ID (InitProducerId, which aborts a transaction
 // a previous incarnation left open).
 func New(brokers []string, conf *sarama.Config) (*Producer, error) {
+	p, err := open(brokers, conf)
+	if err != nil {
+		return nil, err
+	}
+	p.start()
+	return p, nil
+}
+
+// open is New without starting the goroutines, so tests can set hooks.
+func open(brokers []string, conf *sarama.Config) (*Producer, error) {
 	if conf.Producer.Transaction.ID == "" || !conf.Producer.Idempotent {
 		return nil, fmt.Errorf("txnproducer: Producer.Transaction.ID and Producer.Idempotent are required")
 	}
@@ -111,6 +124,11 @@ func New(brokers []string, conf *sarama.Config) (*Producer, error) {
 	}
 	p.status = sarama.ProducerTxnFlagReady
 	p.acc = newAccumulator(p)
+	return p, nil
+}
+
+// start runs the accumulator and the sender; Close stops them.
+func (p *Producer) start() {
 	var wg sync.WaitGroup
 	wg.Go(p.acc.run)
 	wg.Go(p.sendLoop)
@@ -118,10 +136,9 @@ func New(brokers []string, conf *sarama.Config) (*Producer, error) {
 		wg.Wait()
 		close(p.successes)
 		close(p.errors)
-		_ = client.Close()
+		_ = p.client.Close()
 		close(p.done)
 	}()
-	return p, nil
 }
 
 func (p *Producer) Input() chan<- *sarama.ProducerMessage     { return p.input }
@@ -178,17 +195,22 @@ func (p *Producer) AddOffsetsToTxn(offsets map[string][]*sarama.PartitionOffsetM
 	return p.AddOffsetsToTxnWithGroupMetadata(offsets, sarama.NewConsumerGroupMetadata(groupID))
 }
 
-// CommitTxn commits the open transaction. Every record sent in it must
-// have its result read first: it does not wait for records still queued.
+// CommitTxn commits the open transaction once every record sent before it
+// was answered. With Producer.Return.Successes, their results must be read
+// meanwhile (the sender waits for room on Successes).
 func (p *Producer) CommitTxn() error { return p.endTxn(true) }
 
-// AbortTxn aborts the open transaction, once its records have their results.
+// AbortTxn aborts the open transaction, once its records were answered.
 func (p *Producer) AbortTxn() error { return p.endTxn(false) }
 
 func (p *Producer) endTxn(commit bool) error {
 	if err := p.inTransaction(); err != nil {
 		return err
 	}
+	// Records still in Input's buffer belong to this transaction too.
+	mark := &inputMark{reached: make(chan struct{})}
+	p.input <- &sarama.ProducerMessage{Metadata: mark}
+	<-mark.reached
 	p.mu.Lock()
 	for p.sending || p.acc.pending() {
 		p.idle.Wait()

@@ -329,7 +329,7 @@ func TestRetriesKeepSequenceNumbers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kafkatest.DeleteTopics(bs, topic)
-	p, err := New(bs, config(unique("txnproducer-lost")))
+	p, err := open(bs, config(unique("txnproducer-lost")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,6 +350,7 @@ func TestRetriesKeepSequenceNumbers(t *testing.T) {
 		}
 		return leader.Produce(req)
 	}
+	p.start()
 
 	want := map[string]int64{}
 	for i := 0; i < 10; i++ {
@@ -408,4 +409,54 @@ func keyOrder(key string) int {
 	var txn, i int
 	fmt.Sscanf(key, "t%d-%d", &txn, &i)
 	return txn*1_000_000 + i
+}
+
+// TestCommitWaitsForRecordsInInput commits right after sending, without
+// Successes (as a producer that only needs the commit's answer does): the
+// records still in Input's buffer belong to the transaction too.
+func TestCommitWaitsForRecordsInInput(t *testing.T) {
+	bs := brokers(t)
+	topic := unique("txnproducer-input")
+	if err := kafkatest.CreateTopic(bs, topic, 2); err != nil {
+		t.Fatal(err)
+	}
+	defer kafkatest.DeleteTopics(bs, topic)
+	c := config(unique("txnproducer-input"))
+	c.Producer.Return.Successes = false
+	p, err := open(bs, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A slow accumulator: the last records of each transaction are still in
+	// Input's buffer when CommitTxn starts.
+	p.taking = func() { time.Sleep(200 * time.Microsecond) }
+	p.start()
+	defer p.Close()
+	const txns, perTxn = 5, 1000
+	for i := 0; i < txns; i++ {
+		if err := p.BeginTxn(); err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < perTxn; j++ {
+			select {
+			case p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(fmt.Sprintf("t%02d-%d", i, j))}:
+			case e := <-p.Errors():
+				t.Fatal(e.Err)
+			}
+		}
+		if err := p.CommitTxn(); err != nil {
+			t.Fatal(err)
+		}
+		// Every record sent so far is committed now, none left for the next.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := kafkatest.WaitSettled(ctx, bs, topic); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := kafkatest.ReadAll(ctx, bs, topic)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkOnceInOrder(t, recs, (i+1)*perTxn)
+	}
 }

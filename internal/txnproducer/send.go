@@ -111,7 +111,7 @@ func (p *Producer) round(bs []*batch) {
 			if r.offset >= 0 {
 				m.Offset = r.offset + int64(i)
 			}
-			p.successes <- m
+			p.succeeded(m)
 		}
 	}
 	p.failBatches(failed, fatal)
@@ -244,8 +244,22 @@ func (p *Producer) failRound(bs []*batch, err error) {
 func (p *Producer) failBatches(bs []*batch, err error) {
 	for _, b := range bs {
 		for _, m := range b.msgs {
-			p.errors <- &sarama.ProducerError{Msg: m, Err: err}
+			p.failed(m, err)
 		}
+	}
+}
+
+// succeeded and failed deliver a record's result, if Producer.Return asks
+// for it.
+func (p *Producer) succeeded(m *sarama.ProducerMessage) {
+	if p.conf.Producer.Return.Successes {
+		p.successes <- m
+	}
+}
+
+func (p *Producer) failed(m *sarama.ProducerMessage, err error) {
+	if p.conf.Producer.Return.Errors {
+		p.errors <- &sarama.ProducerError{Msg: m, Err: err}
 	}
 }
 
