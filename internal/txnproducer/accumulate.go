@@ -9,13 +9,18 @@ import (
 )
 
 // Sizes a record's encoding can take besides its key, value and headers,
-// as sarama counts them (record.go, record_batch.go).
+// as sarama counts them (record.go, record_batch.go), and the accumulator's
+// bounds. A round takes a few milliseconds, so a few thousand queued records
+// keep the sender busy; 16k instead of 4k held the worker's peak RSS 25-40
+// MiB higher for no more throughput (two alternating pairs of one-off
+// `bench run -contenders exactly-once-100ms-norekey` runs: 253-264 against
+// 223-230 MiB).
 const (
 	recordOverhead      = 5*binary.MaxVarintLen32 + binary.MaxVarintLen64 + 1
 	headerOverhead      = 2 * binary.MaxVarintLen32
 	batchOverhead       = 49
-	maxBufferedRecords  = 16 << 10 // Input waits while this many are queued
-	maxRecordsPerBatch  = 8192     // a batch past this starts another
+	maxBufferedRecords  = 4 << 10 // Input waits while this many are queued
+	maxRecordsPerBatch  = 8192    // a batch past this starts another
 	defaultFlushRecords = 1000
 )
 

@@ -17,16 +17,13 @@ import (
 // call with the broker's error.
 
 // retryTxn runs attempt until it says not to retry, at most
-// Producer.Transaction.Retry.Max more times.
+// Producer.Transaction.Retry.Max more times, and returns its last error.
 func (p *Producer) retryTxn(what string, attempt func() (retry bool, err error)) error {
 	max := p.conf.Producer.Transaction.Retry.Max
 	for n := 0; ; n++ {
 		retry, err := attempt()
 		if !retry || n >= max {
-			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
-			}
-			return nil
+			return err
 		}
 		backoff := p.conf.Producer.Transaction.Retry.Backoff
 		if f := p.conf.Producer.Transaction.Retry.BackoffFunc; f != nil {
@@ -80,7 +77,7 @@ func (p *Producer) initProducerID() error {
 		ProducerID:         -1,
 		ProducerEpoch:      -1,
 	}
-	return p.retryTxn("init producer id", func() (bool, error) {
+	err := p.retryTxn("init producer id", func() (bool, error) {
 		c, err := p.txnCoordinator()
 		if err != nil {
 			return true, err
@@ -96,6 +93,10 @@ func (p *Producer) initProducerID() error {
 		p.pid, p.epoch = res.ProducerID, res.ProducerEpoch
 		return false, nil
 	})
+	if err != nil {
+		return fmt.Errorf("init producer id for %s: %w", p.id, err)
+	}
+	return nil
 }
 
 // addNewPartitions adds the partitions of bs not yet in the transaction.
@@ -152,7 +153,10 @@ func (p *Producer) addNewPartitions(bs []*batch) error {
 		parts = left
 		return retry, last
 	})
-	return err
+	if err != nil {
+		return fmt.Errorf("add partitions to transaction: %w", err)
+	}
+	return nil
 }
 
 // addOffsets adds the group's offsets: AddOffsetsToTxn at the transaction
@@ -180,7 +184,7 @@ func (p *Producer) addOffsets(offsets map[string][]*sarama.PartitionOffsetMetada
 		return err
 	}
 	refreshGroup := func() { _ = p.client.RefreshCoordinator(group) }
-	return p.retryTxn("commit offsets in transaction", func() (bool, error) {
+	err = p.retryTxn("commit offsets in transaction", func() (bool, error) {
 		c, err := p.client.Coordinator(group)
 		if err != nil {
 			return true, err
@@ -217,6 +221,10 @@ func (p *Producer) addOffsets(offsets map[string][]*sarama.PartitionOffsetMetada
 		offsets = left
 		return retry, last
 	})
+	if err != nil {
+		return fmt.Errorf("TxnOffsetCommit to group %s: %w", group, err)
+	}
+	return nil
 }
 
 // sendEndTxn commits or aborts the transaction at its coordinator. A retry
