@@ -56,7 +56,10 @@ func runTxnPipe(ctx context.Context, cfg Config, ready func()) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	consumerCfg, producerCfg := txnPipeConfig(cfg)
-	prod, err := txnproducer.New(cfg.Brokers, producerCfg)
+	// The loop stops to commit and then sends a burst; a deep queue keeps it
+	// from waiting on the next transaction's AddPartitionsToTxn, as sarama's
+	// unbounded one did.
+	prod, err := txnproducer.NewWith(cfg.Brokers, producerCfg, txnproducer.Options{MaxQueued: 64 << 10})
 	if err != nil {
 		return fmt.Errorf("transactional producer: %w", err)
 	}

@@ -10,16 +10,12 @@ import (
 
 // Sizes a record's encoding can take besides its key, value and headers,
 // as sarama counts them (record.go, record_batch.go), and the accumulator's
-// bounds. A round takes a few milliseconds, so a few thousand queued records
-// keep the sender busy; 16k instead of 4k held the worker's peak RSS 25-40
-// MiB higher for no more throughput (two alternating pairs of one-off
-// `bench run -contenders exactly-once-100ms-norekey` runs: 253-264 against
-// 223-230 MiB).
+// bounds.
 const (
 	recordOverhead      = 5*binary.MaxVarintLen32 + binary.MaxVarintLen64 + 1
 	headerOverhead      = 2 * binary.MaxVarintLen32
 	batchOverhead       = 49
-	maxBufferedRecords  = 4 << 10 // Input waits while this many are queued
+	DefaultMaxQueued    = 4 << 10 // Input waits while this many are queued (Options.MaxQueued)
 	maxRecordsPerBatch  = 8192    // a batch past this starts another
 	defaultFlushRecords = 1000
 )
@@ -35,9 +31,11 @@ type accumulator struct {
 	records  int                         // records queued
 	oldest   time.Time                   // arrival of the oldest queued record
 	closing  bool                        // Input was closed
-	roomWait chan struct{}               // closed when records fall below maxBufferedRecords
+	roomWait chan struct{}               // closed when records fall below maxQueued
 
 	wake chan struct{} // tells the sender to look again (capacity 1)
+
+	maxQueued int
 
 	// The run goroutine's own.
 	partitioners map[string]sarama.Partitioner
@@ -54,9 +52,10 @@ type batch struct {
 	retries int
 }
 
-func newAccumulator(p *Producer) *accumulator {
+func newAccumulator(p *Producer, maxQueued int) *accumulator {
 	return &accumulator{
 		p:            p,
+		maxQueued:    maxQueued,
 		queued:       map[topicPartition][]*batch{},
 		wake:         make(chan struct{}, 1),
 		partitioners: map[string]sarama.Partitioner{},
@@ -110,7 +109,7 @@ func (a *accumulator) add(msg *sarama.ProducerMessage) {
 	}
 	p := a.p
 	p.mu.Lock()
-	for p.fatalErr == nil && a.records >= maxBufferedRecords {
+	for p.fatalErr == nil && a.records >= a.maxQueued {
 		if a.roomWait == nil {
 			a.roomWait = make(chan struct{})
 		}
@@ -323,7 +322,7 @@ func (a *accumulator) drainLocked() []*batch {
 }
 
 func (a *accumulator) roomLocked() {
-	if a.roomWait != nil && a.records < maxBufferedRecords {
+	if a.roomWait != nil && a.records < a.maxQueued {
 		close(a.roomWait)
 		a.roomWait = nil
 	}

@@ -329,7 +329,7 @@ func TestRetriesKeepSequenceNumbers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kafkatest.DeleteTopics(bs, topic)
-	p, err := open(bs, config(unique("txnproducer-lost")))
+	p, err := open(bs, config(unique("txnproducer-lost")), Options{MaxQueued: DefaultMaxQueued})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +423,7 @@ func TestCommitWaitsForRecordsInInput(t *testing.T) {
 	defer kafkatest.DeleteTopics(bs, topic)
 	c := config(unique("txnproducer-input"))
 	c.Producer.Return.Successes = false
-	p, err := open(bs, c)
+	p, err := open(bs, c, Options{MaxQueued: DefaultMaxQueued})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,5 +458,12 @@ func TestCommitWaitsForRecordsInInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkOnceInOrder(t, recs, (i+1)*perTxn)
+	}
+}
+
+func TestNewWithRefusesANegativeQueue(t *testing.T) {
+	_, err := NewWith([]string{"127.0.0.1:1"}, config("x"), Options{MaxQueued: -1})
+	if err == nil || !strings.Contains(err.Error(), "MaxQueued") {
+		t.Fatalf("NewWith with MaxQueued -1: %v, want an error naming MaxQueued", err)
 	}
 }
