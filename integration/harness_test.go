@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,11 +27,7 @@ import (
 
 func brokers(t *testing.T) []string {
 	t.Helper()
-	v := os.Getenv("KAFKA_BROKERS")
-	if v == "" {
-		kafkatest.Missing(t, "KAFKA_BROKERS is not set; `make test` starts a broker and sets it")
-	}
-	return strings.Split(v, ",")
+	return kafkatest.Brokers(t)
 }
 
 // unique returns a name no earlier run used, so tests never share topics or

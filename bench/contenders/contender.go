@@ -1,7 +1,7 @@
 // Package contenders holds the benchmark's contenders: the same job (read the
 // input, drop duplicate events, write each event once to the output) done by
 // a raw pipe with no state (the ceiling), by the same pipe in Kafka
-// transactions (the ceiling for exactly-once), by this project's worker in
+// transactions (what transactions cost), by this project's worker in
 // its two runtimes, and by the two patterns it replaces, Redis SET NX and a
 // processed_messages table in PostgreSQL. Each one runs in its own process
 // (see Main) so the harness can read its CPU time and peak RSS from /proc.

@@ -16,17 +16,16 @@ import (
 // transactions alone: read_committed input, records written by a
 // transactional producer, the input offsets committed in the same
 // transaction every commit interval. It keeps no state, so the input's
-// duplicates pass through (counted per record, like the raw pipe). It is the
-// ceiling for exactly-once processing on this machine with the worker's
-// transactional producer (internal/txnproducer, on sarama's client): what
-// the worker costs beyond it is the dedup table's (the lookup, the
-// changelog record, LevelDB), what it costs beyond the raw pipe is the
-// transactions'. The raw pipe writes through sarama's async producer.
-// It is built like the worker's member: one goroutine owns the producer and
-// the offsets, and commits between messages. With Config.Changelog it also
-// writes the worker's second record per event (more exactly, per input
-// record: it keeps no state, so duplicates get one too), which makes it the
-// ceiling for the worker's Kafka traffic.
+// duplicates pass through (counted per record, like the raw pipe). It
+// writes through the worker's transactional producer (internal/txnproducer),
+// so its CPU per event is what the transactions cost: the worker's beyond it
+// is the dedup table's (the lookup, the changelog record, LevelDB). Its loop
+// stops for each commit, which the worker's does not, so it does not bound
+// the worker's rate. The raw pipe writes through sarama's async producer.
+// One goroutine owns the producer and the offsets, and commits between
+// messages. With Config.Changelog it also writes the worker's second record
+// per event (more exactly, per input record: it keeps no state, so
+// duplicates get one too): the worker's Kafka traffic without its table.
 type txnPipe struct {
 	cfg   Config
 	prod  sarama.AsyncProducer

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -319,6 +320,17 @@ func partitionsOf(brokers []string, topic string) (sarama.Client, []int32, error
 		return nil, nil, fmt.Errorf("partitions of %s: %w", topic, err)
 	}
 	return client, parts, nil
+}
+
+// Brokers is the bootstrap list in KAFKA_BROKERS; a test without it is
+// Missing its broker.
+func Brokers(t testing.TB) []string {
+	t.Helper()
+	v := os.Getenv("KAFKA_BROKERS")
+	if v == "" {
+		Missing(t, "KAFKA_BROKERS is not set; `make test` starts a broker and sets it")
+	}
+	return strings.Split(v, ",")
 }
 
 // Missing ends a test whose prerequisite (a broker, a listener, root) is

@@ -67,6 +67,27 @@ func (p *Producer) dropped(b *sarama.Broker) {
 	p.refreshTxnCoordinator()
 }
 
+// txnCall sends one request to the transaction coordinator with retries:
+// call returns the answer's error code, or err when no answer came (the
+// connection is closed and the coordinator looked up again).
+func (p *Producer) txnCall(what string, call func(c *sarama.Broker) (sarama.KError, error)) error {
+	return p.retryTxn(what, func() (bool, error) {
+		c, err := p.txnCoordinator()
+		if err != nil {
+			return true, err
+		}
+		kerr, err := call(c)
+		if err != nil {
+			p.dropped(c)
+			return true, err
+		}
+		if kerr != sarama.ErrNoError {
+			return p.coordinatorRetry(kerr, p.refreshTxnCoordinator), kerr
+		}
+		return false, nil
+	})
+}
+
 // initProducerID gets the producer ID and a new epoch for the transactional
 // ID; the coordinator aborts the previous epoch's open transaction first.
 func (p *Producer) initProducerID() error {
@@ -77,21 +98,15 @@ func (p *Producer) initProducerID() error {
 		ProducerID:         -1,
 		ProducerEpoch:      -1,
 	}
-	err := p.retryTxn("init producer id", func() (bool, error) {
-		c, err := p.txnCoordinator()
-		if err != nil {
-			return true, err
-		}
+	err := p.txnCall("init producer id", func(c *sarama.Broker) (sarama.KError, error) {
 		res, err := c.InitProducerID(req)
 		if err != nil {
-			p.dropped(c)
-			return true, err
+			return 0, err
 		}
-		if res.Err != sarama.ErrNoError {
-			return p.coordinatorRetry(res.Err, p.refreshTxnCoordinator), res.Err
+		if res.Err == sarama.ErrNoError {
+			p.pid, p.epoch = res.ProducerID, res.ProducerEpoch
 		}
-		p.pid, p.epoch = res.ProducerID, res.ProducerEpoch
-		return false, nil
+		return res.Err, nil
 	})
 	if err != nil {
 		return fmt.Errorf("init producer id for %s: %w", p.id, err)
@@ -163,22 +178,14 @@ func (p *Producer) addNewPartitions(bs []*batch) error {
 // coordinator, then TxnOffsetCommit at the group coordinator.
 func (p *Producer) addOffsets(offsets map[string][]*sarama.PartitionOffsetMetadata, meta *sarama.ConsumerGroupMetadata) error {
 	group := meta.GroupID
-	err := p.retryTxn("add offsets to transaction", func() (bool, error) {
-		c, err := p.txnCoordinator()
-		if err != nil {
-			return true, err
-		}
+	err := p.txnCall("add offsets to transaction", func(c *sarama.Broker) (sarama.KError, error) {
 		res, err := c.AddOffsetsToTxn(&sarama.AddOffsetsToTxnRequest{
 			Version: 3, TransactionalID: p.id, ProducerID: p.pid, ProducerEpoch: p.epoch, GroupID: group,
 		})
 		if err != nil {
-			p.dropped(c)
-			return true, err
+			return 0, err
 		}
-		if res.Err != sarama.ErrNoError {
-			return p.coordinatorRetry(res.Err, p.refreshTxnCoordinator), res.Err
-		}
-		return false, nil
+		return res.Err, nil
 	})
 	if err != nil {
 		return err
@@ -234,21 +241,13 @@ func (p *Producer) sendEndTxn(commit bool) error {
 	if !commit {
 		what = "abort transaction"
 	}
-	return p.retryTxn(what, func() (bool, error) {
-		c, err := p.txnCoordinator()
-		if err != nil {
-			return true, err
-		}
+	return p.txnCall(what, func(c *sarama.Broker) (sarama.KError, error) {
 		res, err := c.EndTxn(&sarama.EndTxnRequest{
 			Version: 3, TransactionalID: p.id, ProducerID: p.pid, ProducerEpoch: p.epoch, TransactionResult: commit,
 		})
 		if err != nil {
-			p.dropped(c)
-			return true, err
+			return 0, err
 		}
-		if res.Err != sarama.ErrNoError {
-			return p.coordinatorRetry(res.Err, p.refreshTxnCoordinator), res.Err
-		}
-		return false, nil
+		return res.Err, nil
 	})
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,15 +17,6 @@ import (
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 )
-
-func brokers(t *testing.T) []string {
-	t.Helper()
-	v := os.Getenv("KAFKA_BROKERS")
-	if v == "" {
-		kafkatest.Missing(t, "KAFKA_BROKERS is not set; `make test` starts a broker and sets it")
-	}
-	return strings.Split(v, ",")
-}
 
 func unique(name string) string {
 	b := make([]byte, 4)
@@ -101,7 +91,7 @@ func sendRecords(p *Producer, topic, prefix string, n int) (txnResult, error) {
 }
 
 func TestCommitShowsRecordsAndAbortHidesThem(t *testing.T) {
-	bs := brokers(t)
+	bs := kafkatest.Brokers(t)
 	topic := unique("txnproducer-commit")
 	if err := kafkatest.CreateTopic(bs, topic, 3); err != nil {
 		t.Fatal(err)
@@ -140,15 +130,7 @@ func TestCommitShowsRecordsAndAbortHidesThem(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := kafkatest.WaitSettled(ctx, bs, topic); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := kafkatest.ReadAll(ctx, bs, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCommitted(t, bs, topic)
 	got := map[string]int64{}
 	for _, r := range recs {
 		if _, dup := got[r.Key]; dup {
@@ -169,7 +151,7 @@ func TestCommitShowsRecordsAndAbortHidesThem(t *testing.T) {
 }
 
 func TestOffsetsCommitWithTheTransaction(t *testing.T) {
-	bs := brokers(t)
+	bs := kafkatest.Brokers(t)
 	topic, group := unique("txnproducer-offsets"), unique("txnproducer-group")
 	if err := kafkatest.CreateTopic(bs, topic, 1); err != nil {
 		t.Fatal(err)
@@ -215,7 +197,7 @@ func TestOffsetsCommitWithTheTransaction(t *testing.T) {
 }
 
 func TestFencedByANewIncarnation(t *testing.T) {
-	bs := brokers(t)
+	bs := kafkatest.Brokers(t)
 	topic, id := unique("txnproducer-fenced"), unique("txnproducer-fenced")
 	if err := kafkatest.CreateTopic(bs, topic, 2); err != nil {
 		t.Fatal(err)
@@ -257,15 +239,7 @@ func TestFencedByANewIncarnation(t *testing.T) {
 		t.Error("a fatal producer began a transaction")
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := kafkatest.WaitSettled(ctx, bs, topic); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := kafkatest.ReadAll(ctx, bs, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCommitted(t, bs, topic)
 	for _, r := range recs {
 		if !strings.HasPrefix(r.Key, "new-") {
 			t.Errorf("read %s: only the new incarnation's transaction committed", r.Key)
@@ -277,7 +251,7 @@ func TestFencedByANewIncarnation(t *testing.T) {
 }
 
 func TestTooLargeRecordIsRefusedAlone(t *testing.T) {
-	bs := brokers(t)
+	bs := kafkatest.Brokers(t)
 	topic := unique("txnproducer-large")
 	if err := kafkatest.CreateTopic(bs, topic, 1); err != nil {
 		t.Fatal(err)
@@ -323,7 +297,7 @@ func TestTooLargeRecordIsRefusedAlone(t *testing.T) {
 // key must be read once, in the order it was sent, at the offset its
 // success gave.
 func TestRetriesKeepSequenceNumbers(t *testing.T) {
-	bs := brokers(t)
+	bs := kafkatest.Brokers(t)
 	topic := unique("txnproducer-lost")
 	if err := kafkatest.CreateTopic(bs, topic, 3); err != nil {
 		t.Fatal(err)
@@ -366,15 +340,7 @@ func TestRetriesKeepSequenceNumbers(t *testing.T) {
 		t.Fatal("no answer or no request was lost")
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := kafkatest.WaitSettled(ctx, bs, topic); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := kafkatest.ReadAll(ctx, bs, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCommitted(t, bs, topic)
 	checkOnceInOrder(t, recs, len(want))
 	for _, r := range recs {
 		if off, ok := want[r.Key]; ok && off != r.Offset {
@@ -404,6 +370,22 @@ func checkOnceInOrder(t *testing.T, recs []kafkatest.Record, n int) {
 	}
 }
 
+// readCommitted reads topic's committed records once no transaction is
+// open on it.
+func readCommitted(t *testing.T, bs []string, topic string) []kafkatest.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := kafkatest.WaitSettled(ctx, bs, topic); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := kafkatest.ReadAll(ctx, bs, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
 // keyOrder is the send order of a key "tNN-i".
 func keyOrder(key string) int {
 	var txn, i int
@@ -415,7 +397,7 @@ func keyOrder(key string) int {
 // Successes (as a producer that only needs the commit's answer does): the
 // records still in Input's buffer belong to the transaction too.
 func TestCommitWaitsForRecordsInInput(t *testing.T) {
-	bs := brokers(t)
+	bs := kafkatest.Brokers(t)
 	topic := unique("txnproducer-input")
 	if err := kafkatest.CreateTopic(bs, topic, 2); err != nil {
 		t.Fatal(err)
@@ -448,16 +430,7 @@ func TestCommitWaitsForRecordsInInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Every record sent so far is committed now, none left for the next.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if err := kafkatest.WaitSettled(ctx, bs, topic); err != nil {
-			t.Fatal(err)
-		}
-		recs, err := kafkatest.ReadAll(ctx, bs, topic)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkOnceInOrder(t, recs, (i+1)*perTxn)
+		checkOnceInOrder(t, readCommitted(t, bs, topic), (i+1)*perTxn)
 	}
 }
 
