@@ -171,8 +171,9 @@ const defaultMaxRecord = 1_000_000
 
 // recordLimit is the largest record the member's producer sends: sarama's
 // default, or less when a topic the topology writes takes smaller batches.
-// sarama builds batches up to its Producer.MaxMessageBytes for every topic
-// alike, and a batch a topic refuses aborts every transaction that holds it,
+// The producer builds batches up to Producer.MaxMessageBytes for every topic
+// alike (internal/txnproducer counts as sarama does), and a batch a topic
+// refuses aborts every transaction that holds it,
 // so the limit must fit the smallest topic. The topology dead-letters an
 // event whose records would not fit (txnContext.MaxRecordBytes). unread are
 // the topics whose limit the worker may not read (no DescribeConfigs).
