@@ -1,5 +1,7 @@
 package dedup
 
+import "github.com/dedupkit/dedup/internal/kafkautil"
+
 // Dead-letter headers of a record cut to fit the dead-letter topic.
 const (
 	HeaderDLQOriginalSize   = "dlq-original-size"
@@ -10,20 +12,13 @@ const (
 // larger than the producer and the topics take.
 const ReasonTooLarge = "record-too-large"
 
-// recordOverhead and headerOverhead are sarama's upper bounds of what a
-// record (v2 format) adds to its key, value and headers.
-const (
-	recordOverhead = 5*5 + 10 + 1
-	headerOverhead = 2 * 5
-)
-
 // RecordSize is the size the producer accounts for a record: its key,
 // value and headers with the record format's overhead, as sarama's
 // ProducerMessage.ByteSize counts it.
 func RecordSize(key string, value []byte, headers Headers) int {
-	n := recordOverhead + len(key) + len(value)
+	n := kafkautil.RecordOverhead + len(key) + len(value)
 	for _, h := range headers {
-		n += len(h.Key) + len(h.Value) + headerOverhead
+		n += len(h.Key) + len(h.Value) + kafkautil.HeaderOverhead
 	}
 	return n
 }

@@ -13,6 +13,16 @@ import (
 // bounds the whole batch, so a record must fit in the limit minus this.
 const BatchOverhead = 128
 
+// RecordOverhead and HeaderOverhead are sarama's upper bounds of what a
+// record (v2 format) adds to its key and value, and each header to its key
+// and value (ProducerMessage.ByteSize). The topology's size check
+// (dedup.RecordSize) and the producer's (internal/txnproducer) count with
+// them, so a record the one lets through the other sends.
+const (
+	RecordOverhead = 5*5 + 10 + 1 // five varint32s, a varint64, the attributes byte
+	HeaderOverhead = 2 * 5        // two varint32 lengths
+)
+
 // MaxMessageBytes reads the smallest max.message.bytes of topics, in one
 // DescribeConfigs: the largest record batch every one of them takes. A
 // topic the caller may not describe (no DescribeConfigs ACL) is left out and

@@ -1,19 +1,18 @@
 package txnproducer
 
 import (
-	"encoding/binary"
 	"fmt"
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
-// Sizes a record's encoding can take besides its key, value and headers,
-// as sarama counts them (record.go, record_batch.go), and the accumulator's
-// bounds.
+// What a batch adds around its records, as sarama counts it
+// (record_batch.go), and the accumulator's bounds. A record's own overhead is
+// kafkautil.RecordOverhead, the one the topology's size check counts with.
 const (
-	recordOverhead      = 5*binary.MaxVarintLen32 + binary.MaxVarintLen64 + 1
-	headerOverhead      = 2 * binary.MaxVarintLen32
 	batchOverhead       = 49
 	DefaultMaxQueued    = 4 << 10 // Input waits while this many are queued (Options.MaxQueued)
 	maxRecordsPerBatch  = 8192    // a batch past this starts another
@@ -182,12 +181,12 @@ func (a *accumulator) record(msg *sarama.ProducerMessage) (*sarama.Record, int, 
 			return nil, 0, err
 		}
 	}
-	size := recordOverhead + len(rec.Key) + len(rec.Value)
+	size := kafkautil.RecordOverhead + len(rec.Key) + len(rec.Value)
 	if len(msg.Headers) > 0 {
 		rec.Headers = make([]*sarama.RecordHeader, len(msg.Headers))
 		for i := range msg.Headers {
 			rec.Headers[i] = &msg.Headers[i]
-			size += len(msg.Headers[i].Key) + len(msg.Headers[i].Value) + headerOverhead
+			size += len(msg.Headers[i].Key) + len(msg.Headers[i].Value) + kafkautil.HeaderOverhead
 		}
 	}
 	if size > a.p.conf.Producer.MaxMessageBytes {

@@ -192,11 +192,8 @@ func (p *Producer) TxnStatus() sarama.ProducerTxnStatusFlag {
 func (p *Producer) BeginTxn() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.fatalErr != nil {
-		return p.fatalErr
-	}
-	if p.status&sarama.ProducerTxnFlagReady == 0 {
-		return sarama.ErrTransactionNotReady
+	if err := p.statusErrLocked(sarama.ProducerTxnFlagReady); err != nil {
+		return err
 	}
 	p.status = sarama.ProducerTxnFlagInTransaction
 	return nil
@@ -272,10 +269,16 @@ func (p *Producer) endTxn(commit bool) error {
 func (p *Producer) inTransaction() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.statusErrLocked(sarama.ProducerTxnFlagInTransaction)
+}
+
+// statusErrLocked is the error of a call that needs the status want: the
+// fatal error, or ErrTransactionNotReady. The caller holds p.mu.
+func (p *Producer) statusErrLocked(want sarama.ProducerTxnStatusFlag) error {
 	if p.fatalErr != nil {
 		return p.fatalErr
 	}
-	if p.status&sarama.ProducerTxnFlagInTransaction == 0 {
+	if p.status&want == 0 {
 		return sarama.ErrTransactionNotReady
 	}
 	return nil
