@@ -18,6 +18,9 @@ type Runtime struct {
 	fencings        prometheus.Counter
 	deadFenced      prometheus.Counter
 	stuckFenced     prometheus.Counter
+	peers           prometheus.Gauge
+	peerDeaths      prometheus.Counter
+	peerFenced      prometheus.Counter
 	stalls          prometheus.Counter
 	rebalances      prometheus.Counter
 	restored        prometheus.Counter
@@ -48,6 +51,13 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 		stuckFenced: counter("stuck_transactions_fenced_total", "Transactions of another instance of the group that stayed open "+
 			"longer than --fence-stuck-after while they held this instance's partitions, aborted by this instance: "+
 			"the instance that opened them was dead (kill -9) or stalled."),
+		peers: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "dedup", Name: "peers_watched",
+			Help: "Other instances of the group this one holds a liveness connection to (--peer-addr); fewer than the " +
+				"group's other instances: their death is noticed only by --fence-stuck-after.", ConstLabels: labels}),
+		peerDeaths: counter("peer_deaths_total", "Other instances of the group seen to die: their liveness connection ended "+
+			"and their address refused a new one (kill -9, a crash, or a stop)."),
+		peerFenced: counter("peer_transactions_fenced_total", "Open transactions of instances seen to die, aborted by this "+
+			"instance at once so that the partitions they held go on."),
 		rebalances: counter("rebalances_total", "Group sessions started (assignments)."),
 		restored:   counter("restore_records_total", "Changelog records restored into local tables."),
 		swept:      counter("cleanup_deleted_total", "Expired seen records deleted by the sweeper (tombstoned in the changelog)."),
@@ -71,7 +81,7 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 				"until every partition it claimed is restored (partitions restored earlier process meanwhile).",
 			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}),
 	}
-	reg.MustRegister(r.swept, r.committed, r.stalls, r.txnRecords, r.fencings, r.deadFenced, r.stuckFenced, r.rebalances, r.restored, r.aborted, r.commitSeconds,
+	reg.MustRegister(r.swept, r.committed, r.stalls, r.txnRecords, r.fencings, r.deadFenced, r.stuckFenced, r.peers, r.peerDeaths, r.peerFenced, r.rebalances, r.restored, r.aborted, r.commitSeconds,
 		r.restoreRemainig, r.filterBytes, r.standbyLag, r.rebalanceTook, r.tableOpens)
 	// At 0 from the start, so that the first abort is an increase() an
 	// alert sees and a dashboard's query finds the series before any abort.
@@ -95,7 +105,12 @@ func (r *Runtime) Fenced()                    { r.fencings.Inc() }
 func (r *Runtime) DeadTransactionFenced()     { r.deadFenced.Inc() }
 func (r *Runtime) StuckTransactionFenced()    { r.stuckFenced.Inc() }
 func (r *Runtime) CommitStalled()             { r.stalls.Inc() }
-func (r *Runtime) Rebalanced()                { r.rebalances.Inc() }
+func (r *Runtime) PeersWatched(n int)         { r.peers.Set(float64(n)) }
+func (r *Runtime) InstanceDied(fenced int) {
+	r.peerDeaths.Inc()
+	r.peerFenced.Add(float64(fenced))
+}
+func (r *Runtime) Rebalanced() { r.rebalances.Inc() }
 func (r *Runtime) RebalanceCompleted(took time.Duration) {
 	r.rebalanceTook.Observe(took.Seconds())
 }

@@ -42,6 +42,17 @@ type Config struct {
 	// leader fences it a session timeout after the death, or the
 	// coordinator aborts it.
 	FenceStuckAfter time.Duration
+	// PeerAddr is where the instance listens (host:port; port 0: any free
+	// one) for the liveness connections of the group's other instances
+	// (peers.go). Each holds one to every other; when one ends and the
+	// address then refuses, that instance's process is gone (kill -9, a
+	// crash) and its open transactions are aborted at once, instead of
+	// after FenceStuckAfter. Empty: off.
+	PeerAddr string
+	// PeerAdvertise is the host:port the other instances dial. Empty:
+	// PeerAddr's host when it names one, otherwise this host's address on
+	// its route to the brokers, with the port PeerAddr got.
+	PeerAdvertise string
 	// LeaveGroupOnStop makes every clean stop (Run's context cancelled) a
 	// stop for good: once the members committed and closed, they are
 	// removed from the group, so the other instances take their partitions
@@ -177,6 +188,9 @@ func (c *Config) Validate() error {
 	if c.LiveStallAfter <= c.ReadyStallAfter {
 		errs = append(errs, fmt.Errorf("live stall bound %v: must exceed the ready stall bound %v", c.LiveStallAfter, c.ReadyStallAfter))
 	}
+	if err := c.ValidatePeers(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Security.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -233,6 +247,13 @@ type Hooks interface {
 	// another instance of the group that stayed open longer than
 	// Config.FenceStuckAfter and held the member's partitions (stuck.go).
 	StuckTransactionFenced()
+	// PeersWatched is how many other instances of the group this one holds
+	// a liveness connection to (Config.PeerAddr), at every change.
+	PeersWatched(n int)
+	// InstanceDied tells that another instance of the group died: its
+	// liveness connection ended and its address refused a new one. fenced
+	// is how many of its open transactions this instance aborted.
+	InstanceDied(fenced int)
 	Rebalanced()
 	// RebalanceCompleted tells how long a member took to be ready again:
 	// from its first join, or the Cleanup of its previous session, until
@@ -277,6 +298,8 @@ func (NopHooks) CommitStalled()                      {}
 func (NopHooks) Fenced()                             {}
 func (NopHooks) DeadTransactionFenced()              {}
 func (NopHooks) StuckTransactionFenced()             {}
+func (NopHooks) PeersWatched(int)                    {}
+func (NopHooks) InstanceDied(int)                    {}
 func (NopHooks) Rebalanced()                         {}
 func (NopHooks) RebalanceCompleted(time.Duration)    {}
 func (NopHooks) ConsumerLag(string, int32, int64)    {}
@@ -287,6 +310,9 @@ func (NopHooks) KeyFilterBytes(int32, int)           {}
 func (NopHooks) Swept(int32, int)                    {}
 func (NopHooks) PartitionRevoked(int32)              {}
 func (NopHooks) StandbyLag(int32, int64)             {}
+
+// ValidatePeers reports a PeerAddr or PeerAdvertise that cannot work.
+func (c *Config) ValidatePeers() error { return validPeerAddrs(c.PeerAddr, c.PeerAdvertise) }
 
 // ValidateInstanceID reports an InstanceID that cannot name a transactional
 // ID and a static group member ("" is valid: the one kept in StateDir).

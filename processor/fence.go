@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -173,20 +174,9 @@ func deadOf(group string, live, open []string) []string {
 // members are the group.instance.ids of the group's members; a member's is
 // its producer's transactional ID (processor.go).
 func (f *fencer) members(client sarama.Client) ([]string, error) {
-	coord, err := client.Coordinator(f.group)
+	g, err := describeGroup(client, f.group)
 	if err != nil {
-		return nil, fmt.Errorf("coordinator of group %s: %w", f.group, err)
-	}
-	resp, err := coord.DescribeGroups(&sarama.DescribeGroupsRequest{Version: 5, Groups: []string{f.group}})
-	if err != nil {
-		return nil, fmt.Errorf("describe group %s: %w", f.group, err)
-	}
-	if len(resp.Groups) != 1 {
-		return nil, fmt.Errorf("describe group %s: %d groups in the answer", f.group, len(resp.Groups))
-	}
-	g := resp.Groups[0]
-	if !errors.Is(g.Err, sarama.ErrNoError) {
-		return nil, fmt.Errorf("describe group %s: %w", f.group, g.Err)
+		return nil, err
 	}
 	var ids []string
 	for _, m := range g.Members {
@@ -198,6 +188,26 @@ func (f *fencer) members(client sarama.Client) ([]string, error) {
 		ids = append(ids, *m.GroupInstanceId)
 	}
 	return ids, nil
+}
+
+// describeGroup asks group's coordinator for its members.
+func describeGroup(client sarama.Client, group string) (*sarama.GroupDescription, error) {
+	coord, err := client.Coordinator(group)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator of group %s: %w", group, err)
+	}
+	resp, err := coord.DescribeGroups(&sarama.DescribeGroupsRequest{Version: 5, Groups: []string{group}})
+	if err != nil {
+		return nil, fmt.Errorf("describe group %s: %w", group, err)
+	}
+	if len(resp.Groups) != 1 {
+		return nil, fmt.Errorf("describe group %s: %d groups in the answer", group, len(resp.Groups))
+	}
+	g := resp.Groups[0]
+	if !errors.Is(g.Err, sarama.ErrNoError) {
+		return nil, fmt.Errorf("describe group %s: %w", group, g.Err)
+	}
+	return g, nil
 }
 
 // openTransactions lists the ongoing transactions every broker coordinates.
@@ -236,4 +246,48 @@ func (f *fencer) fenceOne(id string) error {
 		return err
 	}
 	return p.Close()
+}
+
+// fenceInstance fences the open transactions of host's members (peers.go:
+// its process is gone) and returns how many it fenced.
+func (f *fencer) fenceInstance(host string) (int, error) {
+	conf := adminConfig(f.cfg, f.name)
+	conf.Version = fenceVersion
+	client, err := sarama.NewClient(f.cfg.Brokers, conf)
+	if err != nil {
+		return 0, err
+	}
+	defer client.Close()
+	open, err := f.openTransactions(client)
+	if err != nil {
+		return 0, err
+	}
+	fenced := 0
+	var errs []error
+	for _, id := range open {
+		if !instanceTxnID(host, id) {
+			continue
+		}
+		if err := f.fenceOne(id); err != nil {
+			errs = append(errs, fmt.Errorf("fence %s: %w", id, err))
+			continue
+		}
+		fenced++
+	}
+	return fenced, errors.Join(errs...)
+}
+
+// instanceTxnID tells whether id is the transactional ID of one of host's
+// members, <host>-<thread> (an instance "a" is not "a-1").
+func instanceTxnID(host, id string) bool {
+	thread, ok := strings.CutPrefix(id, host+"-")
+	if !ok || thread == "" {
+		return false
+	}
+	for _, r := range thread {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }

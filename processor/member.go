@@ -88,6 +88,9 @@ type member struct {
 	// stuck is the Processor's watch of stuck transactions, which the
 	// member's loop claims wake when they are blocked (stuck.go); nil: off.
 	stuck *stuckWatch
+	// peers is the Processor's watch of the other instances' liveness,
+	// told of each session start (peerwatch.go); nil: off.
+	peers *peerWatch
 	// restores are the session's restores by partition, made by Setup and
 	// read-only until Cleanup; restoring counts their goroutines.
 	restores  map[int32]*partitionRestore

@@ -31,6 +31,12 @@ type Processor struct {
 	// stuck fences other instances' transactions that stay open past
 	// Config.FenceStuckAfter (stuck.go); nil: never.
 	stuck *stuckWatch
+	// host is the instance's name in the group (<group>-<instance>).
+	host string
+	// peers watches the other instances' liveness connections and fences
+	// the transactions of those that die (peers.go); nil: Config.PeerAddr
+	// is empty.
+	peers *peerWatch
 }
 
 // New validates, creates the topics the topology writes (the inputs must
@@ -102,14 +108,18 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 		cfg.Logger.Warn("no DescribeConfigs on these topics: records larger than their max.message.bytes would abort "+
 			"every transaction that holds them; grant DescribeConfigs so they are dead-lettered instead", "topics", unread)
 	}
-	p := &Processor{cfg: cfg, topo: topo, partitions: partitions}
 	host := fmt.Sprintf("%s-%s", topo.Group, instance) // the instance's name in the group
+	p := &Processor{cfg: cfg, topo: topo, partitions: partitions, host: host}
 	if cfg.FenceStuckAfter < cfg.TransactionTimeout {
 		// At the transaction timeout or beyond, the coordinator aborts a
 		// stuck transaction first.
 		f := &fencer{group: topo.Group, name: host, cfg: &p.cfg,
 			log: cfg.Logger.With("component", "stuck-transactions"), hooks: cfg.Hooks}
 		p.stuck = newStuckWatch(f, topo.LoopTopic(), cfg.FenceStuckAfter)
+	}
+	if cfg.PeerAddr != "" {
+		f := &fencer{group: topo.Group, name: host, cfg: &p.cfg, log: peerLogger(cfg.Logger), hooks: cfg.Hooks}
+		p.peers = newPeerWatch(f, host)
 	}
 	kept, scans := &keptStores{}, newScanPacer()
 	var standby *standbyTasks
@@ -119,7 +129,7 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
 		m := &member{cfg: &p.cfg, topo: topo, hooks: cfg.Hooks, memberName: name, host: host, maxRecord: cfg.maxRecord, kept: kept, scans: scans, standby: standby,
-			tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: partitions, stuck: p.stuck,
+			tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: partitions, stuck: p.stuck, peers: p.peers,
 			log: cfg.Logger.With("member", name), producerCfg: producerConfig(&cfg, name)}
 		if err := m.connect(); err != nil {
 			p.close()
@@ -255,6 +265,11 @@ func (m *member) connect() error {
 		}
 		m.strategy = assign.NewMember(m.host, m.cfg.StandbyReplicas, func() ([]int32, []int32) { return m.standby.held(m) }, forwardTo)
 		cc.Consumer.Group.Rebalance.GroupStrategies[0] = m.strategy
+	} else if m.peers != nil {
+		// The sticky strategy with the liveness address in the
+		// subscription (Processor.listenPeers).
+		m.strategy = assign.NewMember(m.host, 0, nil, "")
+		cc.Consumer.Group.Rebalance.GroupStrategies[0] = m.strategy
 	}
 	// When this member leads the group, it aborts the transactions of
 	// members that left it before it hands out their partitions (fence.go).
@@ -291,6 +306,20 @@ func (p *Processor) run(ctx context.Context) error {
 	defer p.close()
 	errs := make([]error, len(p.members))
 	var wg sync.WaitGroup
+	if p.peers != nil {
+		srv, err := p.listenPeers()
+		if err != nil {
+			return err
+		}
+		// After every member ended: its transactions are committed or
+		// aborted when the others find the address refusing.
+		defer srv.close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.peers.run(ctx)
+		}()
+	}
 	// The stores the members had open before a restart open while their
 	// producers start and they join (preopen.go).
 	p.startPreopen()
@@ -322,6 +351,27 @@ func (p *Processor) run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return kafkautil.Named(errors.Join(errs...))
+}
+
+// listenPeers listens for the other instances' liveness connections and
+// has the members advertise the address (peers.go). An address no peer
+// could dial is a warning, not a failure: the stuck watch remains.
+func (p *Processor) listenPeers() (*peerServer, error) {
+	srv, err := listenPeers(p.cfg.PeerAddr, p.host, newIncarnation())
+	if err != nil {
+		return nil, err
+	}
+	addr, err := advertisedPeer(p.cfg.PeerAddr, p.cfg.PeerAdvertise, srv.port(), p.cfg.Brokers)
+	if err != nil {
+		p.peers.log.Warn("no liveness address to advertise: the other instances notice this one's death after "+
+			"--fence-stuck-after", "err", err)
+		return srv, nil
+	}
+	for _, m := range p.members {
+		m.strategy.Advertise(addr)
+	}
+	p.peers.log.Info("listening for the liveness connections of the group's other instances", "addr", addr)
+	return srv, nil
 }
 
 // Ready reports whether every member has its partitions restored and can

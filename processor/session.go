@@ -85,6 +85,9 @@ type partitionRestore struct {
 // partition; the partitions' claims wait for theirs (ConsumeClaim).
 func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	m.hooks.Rebalanced()
+	if m.peers != nil {
+		m.peers.refresh() // the group's members may have changed
+	}
 	m.ready.Store(false)
 	m.resume.reset(sess.Claims())
 	m.holdScans()

@@ -55,7 +55,8 @@ func runWorker(ctx, forGood context.Context, cfg *Config, logOut *os.File) error
 		var p *processor.Processor
 		p, err = processor.New(ctx, processor.Config{
 			Brokers: cfg.Brokers, Security: cfg.Security, StateDir: cfg.StateDir, InstanceID: cfg.InstanceID, CommitInterval: cfg.CommitInterval,
-			Threads: cfg.Threads, SessionTimeout: cfg.SessionTimeout, FenceStuckAfter: cfg.FenceStuckAfter, SweepInterval: cfg.SweepInterval, Replication: int16(cfg.Replication), Logger: log,
+			Threads: cfg.Threads, SessionTimeout: cfg.SessionTimeout, FenceStuckAfter: cfg.FenceStuckAfter,
+			PeerAddr: cfg.PeerAddr, PeerAdvertise: cfg.PeerAdvertise, SweepInterval: cfg.SweepInterval, Replication: int16(cfg.Replication), Logger: log,
 			Registerer: reg, LeaveGroupOnStop: cfg.LeaveGroup, StandbyReplicas: cfg.StandbyReplicas,
 			ReadyAbortLimit: cfg.ReadyAbortLimit, ReadyStallAfter: cfg.ReadyStallAfter, LiveStallAfter: cfg.LiveStallAfter,
 		}, topo)

@@ -22,6 +22,7 @@ type Member struct {
 	loopTopic string
 
 	mu   sync.Mutex
+	peer string              // Advertise's address
 	last userData            // this member's latest assignment
 	told map[string]userData // the latest plan this member made as leader
 }
@@ -39,6 +40,26 @@ func NewMember(host string, replicas int, held func() (standbys, caughtUp []int3
 }
 
 func (m *Member) Name() string { return Name }
+
+// Advertise makes the member's next subscriptions carry its host and addr,
+// where its process answers the liveness connections of the group's other
+// instances (PeerOf reads it back).
+func (m *Member) Advertise(addr string) {
+	m.mu.Lock()
+	m.peer = addr
+	m.mu.Unlock()
+}
+
+// PeerOf reads a member's subscription user data: its host and the address
+// it advertised; ok is false when it advertised none (a release without
+// liveness connections, or an instance that has them off).
+func PeerOf(subscription []byte) (host, addr string, ok bool) {
+	d, ok := decode(subscription)
+	if !ok || d.peer == "" {
+		return "", "", false
+	}
+	return d.host, d.peer, true
+}
 
 // Plan is Sticky's plan with the standbys and warm-ups (plan.go).
 func (m *Member) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32) (sarama.BalanceStrategyPlan, error) {
@@ -60,12 +81,13 @@ func (m *Member) AssignmentData(memberID string, topics map[string][]int32, gene
 }
 
 // SubscriptionUserData is the member's previous assignment and, with
-// standbys, its host and the standbys it holds.
+// standbys, its host and the standbys it holds; with an advertised
+// address, its host and that address.
 func (m *Member) SubscriptionUserData([]string) ([]byte, error) {
 	m.mu.Lock()
-	d := userData{generation: m.last.generation, partitions: m.last.partitions}
+	d := userData{generation: m.last.generation, partitions: m.last.partitions, peer: m.peer}
 	m.mu.Unlock()
-	if m.replicas > 0 || m.held != nil {
+	if m.replicas > 0 || m.held != nil || d.peer != "" {
 		d.host = m.host
 	}
 	d.inputFirst = m.replicas > 0 && m.loopTopic != ""

@@ -250,6 +250,25 @@ func TestUserDataV2(t *testing.T) {
 	if _, ok := decode(b[:len(b)-1]); ok {
 		t.Error("version 3 without its flags accepted")
 	}
+	for _, inputFirst := range []bool{false, true} {
+		d.inputFirst, d.peer = inputFirst, "10.0.0.7:41234"
+		b = encode(d)
+		got, ok := decode(b)
+		if b[0] != userDataV4 || !ok || got.inputFirst != inputFirst || got.peer != d.peer || got.host != "g-abc" || !slices.Equal(got.warmups, d.warmups) {
+			t.Fatalf("version %d decoded %+v, %v; want version 4 and %+v", b[0], got, ok, d)
+		}
+		if host, addr, ok := PeerOf(b); !ok || host != "g-abc" || addr != d.peer {
+			t.Errorf("PeerOf: %q %q %v, want g-abc %s", host, addr, ok, d.peer)
+		}
+		for cut := 1; cut < len(b); cut++ {
+			if _, ok := decode(b[:cut]); ok {
+				t.Errorf("version 4: decode of the first %d bytes accepted", cut)
+			}
+		}
+	}
+	if _, _, ok := PeerOf(v3WithoutPeer(d)); ok {
+		t.Error("PeerOf found an address in user data that has none")
+	}
 	v1 := encode(userData{generation: 9, partitions: []int32{1, 2}})
 	if want := fmt.Sprintf("%x", []byte{1, 0, 0, 0, 9, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2}); fmt.Sprintf("%x", v1) != want {
 		t.Errorf("version 1 bytes %x, want %s", v1, want)
@@ -414,4 +433,10 @@ func TestMemberInputFirst(t *testing.T) {
 	if d, _ := decode(b); !slices.Equal(d.partitions, []int32{1, 2}) || d.generation != 3 {
 		t.Errorf("after inputs [1 2 5] and loop partitions [1 2] the member claims %v in generation %d, want [1 2] in 3", d.partitions, d.generation)
 	}
+}
+
+// v3WithoutPeer is d's user data without the peer address.
+func v3WithoutPeer(d userData) []byte {
+	d.peer, d.inputFirst = "", true
+	return encode(d)
 }

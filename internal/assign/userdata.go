@@ -20,6 +20,10 @@ type userData struct {
 	// partition whose table another member holds, forwarding what it
 	// would judge there (plan.go's inputs).
 	inputFirst bool
+	// peer (subscription, version 4): where the member's process answers
+	// its peers' liveness connections (host:port), so that they learn of
+	// its death at once (processor's peers.go).
+	peer string
 }
 
 // Version 1 is the generation and the partitions, big-endian int32s after
@@ -33,6 +37,7 @@ const (
 	userDataV1 = 1
 	userDataV2 = 2
 	userDataV3 = 3
+	userDataV4 = 4
 
 	flagInputFirst = 1
 )
@@ -40,6 +45,8 @@ const (
 func encode(d userData) []byte {
 	version := byte(userDataV1)
 	switch {
+	case d.peer != "":
+		version = userDataV4
 	case d.inputFirst:
 		version = userDataV3
 	case d.host != "" || len(d.standbys)+len(d.warmups)+len(d.caughtUp) > 0:
@@ -60,7 +67,16 @@ func encode(d userData) []byte {
 	if version == userDataV2 {
 		return b
 	}
-	return append(b, flagInputFirst)
+	flags := byte(0)
+	if d.inputFirst {
+		flags |= flagInputFirst
+	}
+	b = append(b, flags)
+	if version == userDataV3 {
+		return b
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(d.peer)))
+	return append(b, d.peer...)
 }
 
 func appendList(b []byte, ps []int32) []byte {
@@ -75,7 +91,7 @@ func appendList(b []byte, ps []int32) []byte {
 // takes as a member without previous partitions: the assignment stays
 // correct, only less sticky.
 func decode(b []byte) (userData, bool) {
-	if len(b) < 5 || b[0] < userDataV1 || b[0] > userDataV3 {
+	if len(b) < 5 || b[0] < userDataV1 || b[0] > userDataV4 {
 		return userData{}, false
 	}
 	version := b[0]
@@ -87,6 +103,9 @@ func decode(b []byte) (userData, bool) {
 	}
 	if version >= userDataV3 {
 		d.inputFirst = r.flags()&flagInputFirst != 0
+	}
+	if version >= userDataV4 {
+		d.peer = r.str()
 	}
 	if r.bad || len(r.b) != 0 {
 		return userData{}, false

@@ -1,0 +1,228 @@
+package processor
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Kafka tells a group of an instance's death only when its session times
+// out, and an instance killed with its transaction open holds the loop
+// partitions of the live ones until that transaction is aborted
+// (stuck.go). The stuck watch cannot tell a dead instance from a slow one,
+// so it waits FenceStuckAfter: the others stall that long after every
+// kill -9.
+//
+// A process that dies on a live host (kill -9, a crash, the OOM killer)
+// closes its sockets, and its port refuses connections from then on. So
+// each instance listens on Config.PeerAddr, advertises the address in its
+// group subscription (internal/assign), and holds one connection to every
+// other instance of the group it finds there (peerwatch.go). When such a
+// connection ends and a new one to the same address is refused, that
+// process is gone: its open transactions are aborted at once
+// (fencer.fenceInstance), and the loop partitions they held go on within a
+// few round trips. Nothing less certain counts as a death: an address that
+// times out (a lost host, a firewall) or answers with another incarnation
+// (a restart, whose own InitProducerId aborts the transaction) is left to
+// the stuck watch, the group's session timeout and the broker.
+//
+// An instance that stops cleanly closes its listener only after its members
+// committed and left their sessions: the others then find no transaction of
+// it open and fence nothing.
+
+// peerProto starts the line an instance sends on each liveness connection:
+// "dedup-peer/1 <host> <incarnation>\n".
+const peerProto = "dedup-peer/1"
+
+// maxPeerConns bounds the liveness connections one instance accepts: one
+// per other instance of the group is the use.
+const maxPeerConns = 1024
+
+// peerHelloTimeout bounds the write and the read of the hello line.
+const peerHelloTimeout = 2 * time.Second
+
+// newIncarnation names one run of the process: a restarted instance has
+// the same host and a new incarnation.
+func newIncarnation() string {
+	b := make([]byte, 8)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
+
+// peerServer answers the liveness connections of the group's other
+// instances: it sends the hello line and holds the connection until the
+// peer closes it or the server closes.
+type peerServer struct {
+	ln    net.Listener
+	hello []byte
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup // serve and the connections' goroutines
+}
+
+// listenPeers listens on addr for host's liveness connections; serve runs
+// until close.
+func listenPeers(addr, host, incarnation string) (*peerServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("peer address %s: %w", addr, err)
+	}
+	s := &peerServer{ln: ln, hello: []byte(fmt.Sprintf("%s %s %s\n", peerProto, host, incarnation)),
+		conns: map[net.Conn]struct{}{}}
+	s.wg.Add(1)
+	go s.serve()
+	return s, nil
+}
+
+// port is the port the server listens on.
+func (s *peerServer) port() int { return s.ln.Addr().(*net.TCPAddr).Port }
+
+func (s *peerServer) serve() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// EMFILE and the like: wait a little, as net/http does.
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		s.mu.Lock()
+		if s.closed || len(s.conns) >= maxPeerConns {
+			s.mu.Unlock()
+			c.Close()
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.hold(c)
+	}
+}
+
+// hold sends the hello and waits for the peer to close the connection.
+func (s *peerServer) hold(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	c.SetWriteDeadline(time.Now().Add(peerHelloTimeout))
+	if _, err := c.Write(s.hello); err != nil {
+		return
+	}
+	io.Copy(io.Discard, c) // until the peer or close ends it
+}
+
+// close stops listening and ends every connection: the peers then find the
+// address refusing.
+func (s *peerServer) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.ln.Close()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// peerHello is what a liveness connection's first line says.
+type peerHello struct {
+	host, incarnation string
+}
+
+// readHello reads the hello line of a connection dialled to a peer.
+func readHello(c net.Conn) (peerHello, error) {
+	c.SetReadDeadline(time.Now().Add(peerHelloTimeout))
+	line, err := bufio.NewReaderSize(c, 512).ReadString('\n')
+	if err != nil {
+		return peerHello{}, err
+	}
+	c.SetReadDeadline(time.Time{})
+	f := strings.Fields(line)
+	if len(f) != 3 || f[0] != peerProto {
+		return peerHello{}, fmt.Errorf("not a liveness connection: %q", strings.TrimSpace(line))
+	}
+	return peerHello{host: f[1], incarnation: f[2]}, nil
+}
+
+// advertisedPeer is the address the other instances dial: advertise when
+// set, else the listen address's host when it names one, else this host's
+// address on its route to the first broker that resolves.
+func advertisedPeer(listen, advertise string, port int, brokers []string) (string, error) {
+	if advertise != "" {
+		return advertise, nil
+	}
+	ps := fmt.Sprint(port)
+	if host, _, err := net.SplitHostPort(listen); err == nil && host != "" {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+			return net.JoinHostPort(host, ps), nil
+		}
+	}
+	for _, b := range brokers {
+		// A UDP "connection" sends nothing: it only picks the route.
+		c, err := net.Dial("udp", b)
+		if err != nil {
+			continue
+		}
+		ip := c.LocalAddr().(*net.UDPAddr).IP
+		c.Close()
+		return net.JoinHostPort(ip.String(), ps), nil
+	}
+	return "", fmt.Errorf("no route to any of the brokers %v to take this host's address from: set the peer advertise address", brokers)
+}
+
+// validPeerAddrs reports a listen or advertise address that cannot work.
+func validPeerAddrs(listen, advertise string) error {
+	if listen == "" {
+		if advertise != "" {
+			return fmt.Errorf("peer advertise address %q without a peer address to listen on", advertise)
+		}
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(listen); err != nil {
+		return fmt.Errorf("peer address %q: want host:port (:0 for any port): %w", listen, err)
+	}
+	if advertise == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(advertise)
+	if err != nil || host == "" || port == "" || port == "0" {
+		return fmt.Errorf("peer advertise address %q: want host:port that the other instances can dial", advertise)
+	}
+	return nil
+}
+
+// peerLogger is the component logger of the liveness connections.
+func peerLogger(l *slog.Logger) *slog.Logger { return l.With("component", "peers") }
+
+// dialPeer connects to a peer's address and reads its hello.
+func dialPeer(ctx context.Context, addr string, timeout time.Duration) (net.Conn, peerHello, error) {
+	d := net.Dialer{Timeout: timeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, peerHello{}, err
+	}
+	h, err := readHello(c)
+	if err != nil {
+		c.Close()
+		return nil, peerHello{}, err
+	}
+	return c, h, nil
+}

@@ -1,0 +1,236 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// dialStep is one scripted outcome of a peer watcher's dial.
+type dialStep struct {
+	host, incarnation string // answered as
+	err               error
+}
+
+func answered(host, incarnation string) dialStep { return dialStep{host: host, incarnation: incarnation} }
+
+var (
+	refused  = dialStep{err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+	reset    = dialStep{err: fmt.Errorf("hello: %w", syscall.ECONNRESET)}
+	timedOut = dialStep{err: &net.OpError{Op: "dial", Err: os.ErrDeadlineExceeded}}
+)
+
+// scriptedWatch is a peer watch whose dials follow steps: each connection
+// it answers ends at once, as the peer's would when its process exits, and
+// dials past the script time out.
+func scriptedWatch(steps []dialStep) (w *peerWatch, deaths *[]string, dials *int) {
+	f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: NopHooks{}}
+	w = newPeerWatch(f, "g-me")
+	deaths, dials = &[]string{}, new(int)
+	w.died = func(host string) { *deaths = append(*deaths, host) }
+	w.dial = func(context.Context, string, time.Duration) (net.Conn, peerHello, error) {
+		step := timedOut
+		if *dials < len(steps) {
+			step = steps[*dials]
+		}
+		*dials++
+		if step.err != nil {
+			return nil, peerHello{}, step.err
+		}
+		mine, theirs := net.Pipe()
+		theirs.Close()
+		return mine, peerHello{host: step.host, incarnation: step.incarnation}, nil
+	}
+	return w, deaths, dials
+}
+
+// Only a connection that was answered as the peer's, ended, and whose
+// address then refused, is a death; a cut connection, a restart, a slow
+// or foreign answer are not.
+func TestPeerDeathIsARefusalAfterAConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		steps []dialStep
+		dead  bool
+		dials int
+	}{
+		{"ended, then refused", []dialStep{answered("g-a", "1"), refused}, true, 2},
+		{"cut, answered again, then refused", []dialStep{answered("g-a", "1"), answered("g-a", "1"), refused}, true, 3},
+		{"restarted, then refused", []dialStep{answered("g-a", "1"), answered("g-a", "2"), refused}, true, 3},
+		{"a listener on its way out, then refused", []dialStep{answered("g-a", "1"), reset, reset, refused}, true, 4},
+		{"ended, then timed out", []dialStep{answered("g-a", "1"), timedOut}, false, 2},
+		{"ended, then another instance answers", []dialStep{answered("g-a", "1"), answered("g-b", "7")}, false, 2},
+		{"never answered: refused", []dialStep{refused}, false, 1},
+		{"answered as another instance", []dialStep{answered("g-b", "1"), refused}, false, 1},
+		{"resets until the probe gives up", []dialStep{answered("g-a", "1"), reset, reset, reset, reset, reset, refused}, false, 1 + peerProbeTries},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, deaths, dials := scriptedWatch(tc.steps)
+			w.watch(context.Background(), "g-a", "10.0.0.1:7000")
+			if got := len(*deaths) == 1 && (*deaths)[0] == "g-a"; got != tc.dead || len(*deaths) > 1 {
+				t.Errorf("deaths %v, want dead %v", *deaths, tc.dead)
+			}
+			if *dials != tc.dials {
+				t.Errorf("%d dials, want %d", *dials, tc.dials)
+			}
+		})
+	}
+}
+
+// The real thing on loopback: a watcher of a live server is not told of a
+// death when its connection is cut, and is once the server closes (its
+// listener with it, as at a process's exit).
+func TestPeerServerClosedIsADeath(t *testing.T) {
+	srv, err := listenPeers("127.0.0.1:0", "g-a", "inc1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.close()
+	f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: NopHooks{}}
+	w := newPeerWatch(f, "g-me")
+	died := make(chan string, 1)
+	w.died = func(host string) { died <- host }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.watch(ctx, "g-a", fmt.Sprintf("127.0.0.1:%d", srv.port()))
+	}()
+	connected := func(n int) func() bool {
+		return func() bool { srv.mu.Lock(); defer srv.mu.Unlock(); return len(srv.conns) == n }
+	}
+	awaitCond(t, "the watcher to connect", connected(1))
+	// Cut the connection, not the listener: the watcher connects again.
+	srv.mu.Lock()
+	var cut net.Conn
+	for c := range srv.conns {
+		cut = c
+	}
+	srv.mu.Unlock()
+	cut.Close()
+	awaitCond(t, "the watcher to connect again", func() bool {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		_, old := srv.conns[cut]
+		return len(srv.conns) == 1 && !old
+	})
+	select {
+	case host := <-died:
+		t.Fatalf("a cut connection to a live server was taken for the death of %s", host)
+	default:
+	}
+	srv.close()
+	select {
+	case host := <-died:
+		if host != "g-a" {
+			t.Fatalf("death of %s, want g-a", host)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server closed and the watcher was not told of a death")
+	}
+	<-done
+}
+
+// awaitCond waits up to 10 s for cond.
+func awaitCond(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestAdvertisedPeer(t *testing.T) {
+	for _, tc := range []struct {
+		listen, advertise string
+		brokers           []string
+		want, err         string
+	}{
+		{":0", "w1.example:7000", nil, "w1.example:7000", ""},
+		{"10.1.2.3:0", "", []string{"127.0.0.1:9092"}, "10.1.2.3:4321", ""},
+		{"w1.example:0", "", nil, "w1.example:4321", ""},
+		{":0", "", []string{"127.0.0.1:9092"}, "127.0.0.1:4321", ""},
+		{"0.0.0.0:0", "", []string{"no-such-host.invalid:9092", "127.0.0.1:9092"}, "127.0.0.1:4321", ""},
+		{"[::]:0", "", []string{"no-such-host.invalid:9092"}, "", "no route to any of the brokers"},
+	} {
+		got, err := advertisedPeer(tc.listen, tc.advertise, 4321, tc.brokers)
+		if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("advertisedPeer(%q, %q, %v) = %q, %v; want %q, %q", tc.listen, tc.advertise, tc.brokers, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestValidPeerAddrs(t *testing.T) {
+	for _, tc := range []struct {
+		listen, advertise string
+		ok                bool
+	}{
+		{"", "", true},
+		{":0", "", true},
+		{"10.0.0.1:7000", "w1:7000", true},
+		{"10.0.0.1", "", false},
+		{":0", ":7000", false},
+		{":0", "w1:0", false},
+		{"", "w1:7000", false},
+	} {
+		if err := validPeerAddrs(tc.listen, tc.advertise); (err == nil) != tc.ok {
+			t.Errorf("validPeerAddrs(%q, %q) = %v, want ok %v", tc.listen, tc.advertise, err, tc.ok)
+		}
+	}
+}
+
+func TestInstanceTxnID(t *testing.T) {
+	for _, tc := range []struct {
+		id   string
+		want bool
+	}{
+		{"g-a-0", true},
+		{"g-a-12", true},
+		{"g-a-1-0", false}, // instance a-1's
+		{"g-a-", false},
+		{"g-a", false},
+		{"g-ab-0", false},
+		{"g-a-x", false},
+	} {
+		if got := instanceTxnID("g-a", tc.id); got != tc.want {
+			t.Errorf("instanceTxnID(g-a, %q) = %v, want %v", tc.id, got, tc.want)
+		}
+	}
+}
+
+// A watch's count of connected peers goes up and down with its watchers
+// and reaches the hooks.
+func TestPeersWatchedCount(t *testing.T) {
+	var mu sync.Mutex
+	var seen []int
+	f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: &peersHooks{mu: &mu, seen: &seen}}
+	w := newPeerWatch(f, "g-me")
+	w.count(+1)
+	w.count(+1)
+	w.count(-1)
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(seen) != "[1 2 1]" {
+		t.Errorf("peers watched reported %v, want [1 2 1]", seen)
+	}
+}
+
+type peersHooks struct {
+	NopHooks
+	mu   *sync.Mutex
+	seen *[]int
+}
+
+func (h *peersHooks) PeersWatched(n int) { h.mu.Lock(); *h.seen = append(*h.seen, n); h.mu.Unlock() }
+

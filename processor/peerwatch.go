@@ -1,0 +1,245 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/dedupkit/dedup/internal/assign"
+)
+
+// peerRefresh is how often the watch reads the group's members for peers
+// it does not watch yet, besides the session starts its members tell it of.
+const peerRefresh = 30 * time.Second
+
+// peerProbeTimeout bounds the dial that tells a dead peer from a cut
+// connection: only a refusal counts as a death, so a slow answer is an
+// uncertain one.
+const peerProbeTimeout = time.Second
+
+// peerProbeTries is how many dials probe makes while the address accepts
+// and at once closes: a dying process may close its connections a moment
+// before its listener.
+const peerProbeTries = 5
+
+// peerWatch holds a liveness connection to every other instance of the
+// group that advertises one (peers.go) and fences the open transactions of
+// those it sees die. Processor.run owns run; each peer's watcher is a
+// goroutine run starts and waits for.
+type peerWatch struct {
+	self  string // this instance's host: not watched
+	fence *fencer
+	log   *slog.Logger
+	hooks Hooks
+	wake  chan struct{}
+	// dial connects to a peer and reads its hello (dialPeer; tests cut it).
+	dial func(ctx context.Context, addr string, timeout time.Duration) (net.Conn, peerHello, error)
+	// died is told of a peer seen to die (dead; tests count).
+	died func(host string)
+
+	mu        sync.Mutex
+	watching  map[string]bool // host+" "+addr of the running watchers
+	connected int
+}
+
+func newPeerWatch(f *fencer, self string) *peerWatch {
+	w := &peerWatch{self: self, fence: f, log: f.log, hooks: f.hooks, wake: make(chan struct{}, 1),
+		dial: dialPeer, watching: map[string]bool{}}
+	w.died = w.dead
+	return w
+}
+
+// refresh makes run read the group's members now; it never blocks.
+func (w *peerWatch) refresh() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run watches the peers the group's members advertise, reading them at
+// start, at each refresh and every peerRefresh, until ctx is done; then it
+// waits for its watchers.
+func (w *peerWatch) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var client sarama.Client
+	defer func() {
+		if client != nil {
+			client.Close()
+		}
+	}()
+	tick := time.NewTicker(peerRefresh)
+	defer tick.Stop()
+	for {
+		peers, err := w.peers(&client)
+		if err != nil {
+			w.log.Warn("could not read the group's members for their liveness addresses; retrying", "err", err)
+		}
+		for host, addr := range peers {
+			w.start(ctx, &wg, host, addr)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// peers reads the group's members' advertised addresses by host, on
+// *client, which it makes when nil and drops after an error.
+func (w *peerWatch) peers(client *sarama.Client) (map[string]string, error) {
+	if *client == nil {
+		c, err := sarama.NewClient(w.fence.cfg.Brokers, adminConfig(w.fence.cfg, w.fence.name))
+		if err != nil {
+			return nil, err
+		}
+		*client = c
+	}
+	g, err := describeGroup(*client, w.fence.group)
+	if err != nil {
+		(*client).Close()
+		*client = nil
+		return nil, err
+	}
+	peers := map[string]string{}
+	for _, m := range g.Members {
+		meta, err := m.GetMemberMetadata()
+		if err != nil || meta == nil {
+			continue
+		}
+		if host, addr, ok := assign.PeerOf(meta.UserData); ok && host != w.self {
+			peers[host] = addr
+		}
+	}
+	return peers, nil
+}
+
+// start runs a watcher of host at addr unless one runs.
+func (w *peerWatch) start(ctx context.Context, wg *sync.WaitGroup, host, addr string) {
+	key := host + " " + addr
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.watching[key] {
+		return
+	}
+	w.watching[key] = true
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer func() {
+			w.mu.Lock()
+			delete(w.watching, key)
+			w.mu.Unlock()
+		}()
+		w.watch(ctx, host, addr)
+	}()
+}
+
+// watch holds a liveness connection to host at addr until ctx is done, the
+// address stops answering as host, or host dies (then it fences host's
+// open transactions). A peer that cannot be reached from here is tried
+// again at the next refresh.
+func (w *peerWatch) watch(ctx context.Context, host, addr string) {
+	c, h, err := w.dial(ctx, addr, peerProbeTimeout)
+	if err == nil && h.host != host {
+		c.Close()
+		err = fmt.Errorf("answered as %s", h.host)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Info("no liveness connection to an instance of the group: its death is noticed after --fence-stuck-after",
+				"instance", host, "addr", addr, "err", err)
+		}
+		return
+	}
+	w.count(+1)
+	defer w.count(-1)
+	for {
+		stop := context.AfterFunc(ctx, func() { c.Close() })
+		io.Copy(io.Discard, c) // until the connection ends
+		stop()
+		c.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		gone, next, nh := w.probe(ctx, host, addr)
+		if gone {
+			w.died(host)
+			return
+		}
+		if next == nil {
+			// Cut, or slow to answer: not known to be dead.
+			w.log.Info("lost the liveness connection to an instance of the group; its address did not refuse, "+
+				"so it is not taken for dead", "instance", host, "addr", addr)
+			return
+		}
+		if nh.incarnation != h.incarnation {
+			w.log.Info("an instance of the group restarted", "instance", host, "addr", addr)
+		}
+		c, h = next, nh
+	}
+}
+
+// probe dials host at addr after its connection ended: gone when the
+// address refuses, else the new connection (nil when it was not answered
+// as host's).
+func (w *peerWatch) probe(ctx context.Context, host, addr string) (gone bool, c net.Conn, h peerHello) {
+	for try := 0; try < peerProbeTries; try++ {
+		c, h, err := w.dial(ctx, addr, peerProbeTimeout)
+		switch {
+		case err == nil && h.host == host:
+			return false, c, h
+		case err == nil:
+			c.Close()
+			return false, nil, peerHello{}
+		case errors.Is(err, syscall.ECONNREFUSED):
+			return true, nil, peerHello{}
+		case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
+			// Accepted by a listener on its way out: look again.
+			if !sleep(ctx, 20*time.Millisecond) {
+				return false, nil, peerHello{}
+			}
+		default:
+			return false, nil, peerHello{}
+		}
+	}
+	return false, nil, peerHello{}
+}
+
+// dead fences the open transactions of host, whose process is gone.
+func (w *peerWatch) dead(host string) {
+	start := time.Now()
+	fenced, err := w.fence.fenceInstance(host)
+	w.hooks.InstanceDied(fenced)
+	took := time.Since(start).Round(time.Millisecond)
+	switch {
+	case err != nil:
+		w.log.Warn("an instance of the group is gone, and not all its open transactions could be aborted: "+
+			"the partitions they hold wait for --fence-stuck-after", "instance", host, "fenced", fenced, "err", err, "took", took)
+	case fenced > 0:
+		w.log.Warn("an instance of the group died with transactions open; aborted them so that the partitions they held go on",
+			"instance", host, "fenced", fenced, "took", took)
+	default:
+		w.log.Info("an instance of the group is gone (stopped, or died between transactions)", "instance", host)
+	}
+}
+
+// count changes the number of connected peers and reports it.
+func (w *peerWatch) count(delta int) {
+	w.mu.Lock()
+	w.connected += delta
+	n := w.connected
+	w.mu.Unlock()
+	w.hooks.PeersWatched(n)
+}
