@@ -245,17 +245,25 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 	// restore handed the table to the loop before it ended (session.go).
 	// An input partition whose table another member holds has no restore:
 	// the loop forwards its events to that member (process).
+	var early []*sarama.ConsumerMessage
 	if r := m.restores[claim.Partition()]; r != nil {
-		select {
-		case <-r.done:
-		case <-done:
-			return nil
-		}
-		if !r.ok {
-			return nil // the restore failed and ended the session
+		var ok bool
+		if early, ok = m.awaitRestore(claim, r, done); !ok {
+			return nil // the session ended, or the restore failed and ended it
 		}
 	}
 	m.resume.started(claim, progress)
+	for len(early) > 0 {
+		n := min(handBatch, len(early))
+		batch := make([]inbound, 0, n)
+		for _, msg := range early[:n] {
+			batch = append(batch, m.prepare(&keys, msg).of(progress))
+		}
+		early = early[n:]
+		if !m.hand(sess, batch) {
+			return nil
+		}
+	}
 	for {
 		var batch []inbound
 		select {
@@ -317,6 +325,10 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 	sweepTick := time.NewTicker(m.cfg.SweepInterval)
 	defer sweepTick.Stop()
 	sweepMore := false
+	// The records that waited through the rebalance commit as soon as the
+	// session has taken some, not up to a commit interval later: the
+	// partitions that did not move are then held up by the rebalance alone.
+	first := true
 	for {
 		// Acknowledgements are taken whenever they come, so the producer
 		// never waits on the loop; none come once the session failed, and
@@ -336,6 +348,10 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 		case batch := <-m.in:
 			m.handleBatch(sess, batch)
 			m.handleQueued(sess)
+			if first && m.txn.dirty {
+				first = false
+				m.commit(sess)
+			}
 		case s := <-acks:
 			m.acked(&m.txn, s)
 		case e := <-nacks:

@@ -19,7 +19,9 @@ type dialStep struct {
 	err               error
 }
 
-func answered(host, incarnation string) dialStep { return dialStep{host: host, incarnation: incarnation} }
+func answered(host, incarnation string) dialStep {
+	return dialStep{host: host, incarnation: incarnation}
+}
 
 var (
 	refused  = dialStep{err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
@@ -233,4 +235,3 @@ type peersHooks struct {
 }
 
 func (h *peersHooks) PeersWatched(n int) { h.mu.Lock(); *h.seen = append(*h.seen, n); h.mu.Unlock() }
-

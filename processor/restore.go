@@ -140,3 +140,36 @@ func applyChangelog(s *store, from, to int64, chunkDone func(chunk, left int64),
 	}
 	return n, s.reopen(storeWriteBuffer)
 }
+
+// awaitRestore waits for the claim's restore (false: it failed, or the
+// session ended) without holding up the other partitions. sarama's
+// consumer fetches every partition a broker leads in one request and hands
+// each partition its share before the next: a claim that does not take its
+// messages holds that up for Consumer.MaxProcessingTime at a time. After a
+// rebalance, the partitions that did not move, restored at once, stood
+// still until the slowest moved partition was restored. So the partition
+// is paused until its table is ready, and what was fetched before the
+// pause is kept here (at most a fetch and sarama's channel buffer).
+func (m *member) awaitRestore(claim sarama.ConsumerGroupClaim, r *partitionRestore, done <-chan struct{}) (early []*sarama.ConsumerMessage, ok bool) {
+	select {
+	case <-r.done:
+		return nil, r.ok
+	default:
+	}
+	tp := map[string][]int32{claim.Topic(): {claim.Partition()}}
+	m.group.Pause(tp)
+	defer m.group.Resume(tp)
+	for {
+		select {
+		case <-r.done:
+			return early, r.ok
+		case <-done:
+			return nil, false
+		case msg, more := <-claim.Messages():
+			if !more {
+				return nil, false
+			}
+			early = append(early, msg)
+		}
+	}
+}

@@ -40,7 +40,8 @@ func runWorker(ctx context.Context, cfg Config, ready func()) error {
 	if cfg.Kind == Exactly {
 		w, err = processor.New(ctx, processor.Config{Brokers: cfg.Brokers, StateDir: cfg.StateDir,
 			CommitInterval: cfg.CommitInterval, Threads: cfg.Threads, InstanceID: cfg.InstanceID,
-			SessionTimeout: cfg.SessionTimeout, StandbyReplicas: cfg.StandbyReplicas, Logger: cfg.Logger, Hooks: cfg.Hooks}, topo)
+			SessionTimeout: cfg.SessionTimeout, StandbyReplicas: cfg.StandbyReplicas, Logger: cfg.Logger, Hooks: cfg.Hooks,
+			PeerAddr: ":0"}, topo) // `processor run`'s --peer-addr default
 	} else {
 		w, err = atleastonce.New(ctx, atleastonce.Config{Brokers: cfg.Brokers, StateDir: cfg.StateDir,
 			CommitInterval: cfg.CommitInterval, Replication: -1, ClientID: "bench-" + cfg.Group,
