@@ -45,14 +45,15 @@ type peerWatch struct {
 	// died is told of a peer seen to die (dead; tests count).
 	died func(host string)
 
-	mu        sync.Mutex
-	watching  map[string]bool // host+" "+addr of the running watchers
-	connected int
+	mu          sync.Mutex
+	watching    map[string]bool // host+" "+addr of the running watchers
+	unreachable map[string]bool // host+" "+addr told unreachable once: debug after that
+	connected   int
 }
 
 func newPeerWatch(f *fencer, self string) *peerWatch {
 	w := &peerWatch{self: self, fence: f, log: f.log, hooks: f.hooks, wake: make(chan struct{}, 1),
-		dial: dialPeer, watching: map[string]bool{}}
+		dial: dialPeer, watching: map[string]bool{}, unreachable: map[string]bool{}}
 	w.died = w.dead
 	return w
 }
@@ -158,7 +159,15 @@ func (w *peerWatch) watch(ctx context.Context, host, addr string) {
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			w.log.Info("no liveness connection to an instance of the group: its death is noticed after --fence-stuck-after",
+			w.mu.Lock()
+			told := w.unreachable[host+" "+addr]
+			w.unreachable[host+" "+addr] = true
+			w.mu.Unlock()
+			level := slog.LevelInfo // once per address; it is dialled again at every refresh
+			if told {
+				level = slog.LevelDebug
+			}
+			w.log.Log(ctx, level, "no liveness connection to an instance of the group: its death is noticed after --fence-stuck-after",
 				"instance", host, "addr", addr, "err", err)
 		}
 		return
