@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -265,7 +264,7 @@ func (f *fencer) fenceInstance(host string) (int, error) {
 	fenced := 0
 	var errs []error
 	for _, id := range open {
-		if !instanceTxnID(host, id) {
+		if !kafkautil.InstanceTxnID(host, id) {
 			continue
 		}
 		if err := f.fenceOne(id); err != nil {
@@ -275,19 +274,4 @@ func (f *fencer) fenceInstance(host string) (int, error) {
 		fenced++
 	}
 	return fenced, errors.Join(errs...)
-}
-
-// instanceTxnID tells whether id is the transactional ID of one of host's
-// members, <host>-<thread> (an instance "a" is not "a-1").
-func instanceTxnID(host, id string) bool {
-	thread, ok := strings.CutPrefix(id, host+"-")
-	if !ok || thread == "" {
-		return false
-	}
-	for _, r := range thread {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return true
 }

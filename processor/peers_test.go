@@ -192,25 +192,6 @@ func TestValidPeerAddrs(t *testing.T) {
 	}
 }
 
-func TestInstanceTxnID(t *testing.T) {
-	for _, tc := range []struct {
-		id   string
-		want bool
-	}{
-		{"g-a-0", true},
-		{"g-a-12", true},
-		{"g-a-1-0", false}, // instance a-1's
-		{"g-a-", false},
-		{"g-a", false},
-		{"g-ab-0", false},
-		{"g-a-x", false},
-	} {
-		if got := instanceTxnID("g-a", tc.id); got != tc.want {
-			t.Errorf("instanceTxnID(g-a, %q) = %v, want %v", tc.id, got, tc.want)
-		}
-	}
-}
-
 // A watch's count of connected peers goes up and down with its watchers
 // and reaches the hooks.
 func TestPeersWatchedCount(t *testing.T) {

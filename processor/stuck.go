@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -108,7 +107,7 @@ type stuckWatch struct {
 
 func newStuckWatch(f *fencer, loopTopic string, after time.Duration) *stuckWatch {
 	return &stuckWatch{fence: f, topic: loopTopic, wake: make(chan struct{}, 1), suspects: map[int32]int64{},
-		track: stuckTracker{group: f.group, own: f.name + "-", after: after, refence: stuckRefence}}
+		track: stuckTracker{group: f.group, own: f.name, after: after, refence: stuckRefence}}
 }
 
 // suspect tells the watch that a loop partition's next offset did not move
@@ -280,7 +279,7 @@ func (w *stuckWatch) look(client sarama.Client, admin sarama.TransactionClusterA
 // so its rules are tested on their own.
 type stuckTracker struct {
 	group   string
-	own     string // this instance's transactional IDs' prefix: never fenced here
+	own     string // this instance's name (<group>-<instance id>): its transactions are never fenced here
 	after   time.Duration
 	refence time.Duration
 
@@ -329,7 +328,7 @@ func ageFloors(states map[string]sarama.TransactionState, coordinator func(id st
 
 // watched tells whether id is another instance's member of the group.
 func (t *stuckTracker) watched(id string) bool {
-	return kafkautil.MemberTxnID(t.group, id) && !strings.HasPrefix(id, t.own)
+	return kafkautil.MemberTxnID(t.group, id) && !kafkautil.InstanceTxnID(t.own, id)
 }
 
 // due takes the open transactions seen at now, with their ages on their

@@ -53,6 +53,10 @@ func TestStuckTracker(t *testing.T) {
 			{at: 0, open: []sarama.TransactionState{open("g-a-0", 1, 0, 1), open("h-b-0", 2, 0, 1), open("g-redrive", 3, 0, 1)}},
 			{at: time.Minute, open: []sarama.TransactionState{open("g-a-0", 1, 0, 1), open("h-b-0", 2, 0, 1), open("g-redrive", 3, 0, 1)}},
 		}},
+		{"an instance whose ID this one's prefixes (a-1) is another instance", []poll{
+			{at: 0, open: []sarama.TransactionState{open("g-a-1-0", 4, 0, 1)}},
+			{at: 2 * time.Second, open: []sarama.TransactionState{open("g-a-1-0", 4, 0, 1)}, fence: []string{"g-a-1-0"}},
+		}},
 		{"a transaction that is not ongoing is not fenced", []poll{
 			{at: 0, open: []sarama.TransactionState{{TransactionalID: "g-b-0", TransactionState: sarama.TransactionStatePrepareCommit, ProducerID: 7}}},
 			{at: time.Minute, open: []sarama.TransactionState{{TransactionalID: "g-b-0", TransactionState: sarama.TransactionStatePrepareCommit, ProducerID: 7}}},
@@ -98,7 +102,7 @@ func TestStuckTracker(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tr := &stuckTracker{group: "g", own: "g-a-", after: 2 * time.Second, refence: 5 * time.Minute}
+			tr := &stuckTracker{group: "g", own: "g-a", after: 2 * time.Second, refence: 5 * time.Minute}
 			start := time.Unix(1_000_000, 0)
 			for i, p := range c.polls {
 				states := map[string]sarama.TransactionState{}

@@ -13,10 +13,23 @@ func MemberTxnID(group, id string) bool {
 		return false
 	}
 	i := strings.LastIndexByte(rest, '-')
-	if i <= 0 || i == len(rest)-1 {
+	return i > 0 && thread(rest[i+1:])
+}
+
+// InstanceTxnID tells whether id is the transactional ID of one of the
+// members of instance host (<group>-<instance id>): <host>-<thread>. An
+// instance "a" is not "a-1".
+func InstanceTxnID(host, id string) bool {
+	t, ok := strings.CutPrefix(id, host+"-")
+	return ok && thread(t)
+}
+
+// thread tells whether s is a member's thread number: digits, at least one.
+func thread(s string) bool {
+	if s == "" {
 		return false
 	}
-	for _, r := range rest[i+1:] {
+	for _, r := range s {
 		if r < '0' || r > '9' {
 			return false
 		}

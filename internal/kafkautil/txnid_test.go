@@ -23,3 +23,22 @@ func TestMemberTxnID(t *testing.T) {
 		}
 	}
 }
+
+func TestInstanceTxnID(t *testing.T) {
+	for _, tc := range []struct {
+		id   string
+		want bool
+	}{
+		{"g-a-0", true},
+		{"g-a-12", true},
+		{"g-a-1-0", false}, // instance a-1's
+		{"g-a-", false},
+		{"g-a", false},
+		{"g-ab-0", false},
+		{"g-a-x", false},
+	} {
+		if got := InstanceTxnID("g-a", tc.id); got != tc.want {
+			t.Errorf("InstanceTxnID(g-a, %q) = %v, want %v", tc.id, got, tc.want)
+		}
+	}
+}
