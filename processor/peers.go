@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -208,9 +207,6 @@ func validPeerAddrs(listen, advertise string) error {
 	}
 	return nil
 }
-
-// peerLogger is the component logger of the liveness connections.
-func peerLogger(l *slog.Logger) *slog.Logger { return l.With("component", "peers") }
 
 // dialPeer connects to a peer's address and reads its hello.
 func dialPeer(ctx context.Context, addr string, timeout time.Duration) (net.Conn, peerHello, error) {

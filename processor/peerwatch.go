@@ -35,10 +35,8 @@ const peerProbeTries = 5
 // those it sees die. Processor.run owns run; each peer's watcher is a
 // goroutine run starts and waits for.
 type peerWatch struct {
-	self  string // this instance's host: not watched
-	fence *fencer
-	log   *slog.Logger
-	hooks Hooks
+	self  string  // this instance's host: not watched
+	fence *fencer // its log and hooks are the watch's
 	wake  chan struct{}
 	// dial connects to a peer and reads its hello (dialPeer; tests cut it).
 	dial func(ctx context.Context, addr string, timeout time.Duration) (net.Conn, peerHello, error)
@@ -52,7 +50,7 @@ type peerWatch struct {
 }
 
 func newPeerWatch(f *fencer, self string) *peerWatch {
-	w := &peerWatch{self: self, fence: f, log: f.log, hooks: f.hooks, wake: make(chan struct{}, 1),
+	w := &peerWatch{self: self, fence: f, wake: make(chan struct{}, 1),
 		dial: dialPeer, watching: map[string]bool{}, unreachable: map[string]bool{}}
 	w.died = w.dead
 	return w
@@ -83,7 +81,7 @@ func (w *peerWatch) run(ctx context.Context) {
 	for {
 		peers, err := w.peers(&client)
 		if err != nil {
-			w.log.Warn("could not read the group's members for their liveness addresses; retrying", "err", err)
+			w.fence.log.Warn("could not read the group's members for their liveness addresses; retrying", "err", err)
 		}
 		for host, addr := range peers {
 			w.start(ctx, &wg, host, addr)
@@ -167,7 +165,7 @@ func (w *peerWatch) watch(ctx context.Context, host, addr string) {
 			if told {
 				level = slog.LevelDebug
 			}
-			w.log.Log(ctx, level, "no liveness connection to an instance of the group: its death is noticed after --fence-stuck-after",
+			w.fence.log.Log(ctx, level, "no liveness connection to an instance of the group: its death is noticed after --fence-stuck-after",
 				"instance", host, "addr", addr, "err", err)
 		}
 		return
@@ -189,12 +187,12 @@ func (w *peerWatch) watch(ctx context.Context, host, addr string) {
 		}
 		if next == nil {
 			// Cut, or slow to answer: not known to be dead.
-			w.log.Info("lost the liveness connection to an instance of the group; its address did not refuse, "+
+			w.fence.log.Info("lost the liveness connection to an instance of the group; its address did not refuse, "+
 				"so it is not taken for dead", "instance", host, "addr", addr)
 			return
 		}
 		if nh.incarnation != h.incarnation {
-			w.log.Info("an instance of the group restarted", "instance", host, "addr", addr)
+			w.fence.log.Info("an instance of the group restarted", "instance", host, "addr", addr)
 		}
 		c, h = next, nh
 	}
@@ -230,17 +228,17 @@ func (w *peerWatch) probe(ctx context.Context, host, addr string) (gone bool, c 
 func (w *peerWatch) dead(host string) {
 	start := time.Now()
 	fenced, err := w.fence.fenceInstance(host)
-	w.hooks.InstanceDied(fenced)
+	w.fence.hooks.InstanceDied(fenced)
 	took := time.Since(start).Round(time.Millisecond)
 	switch {
 	case err != nil:
-		w.log.Warn("an instance of the group is gone, and not all its open transactions could be aborted: "+
+		w.fence.log.Warn("an instance of the group is gone, and not all its open transactions could be aborted: "+
 			"the partitions they hold wait for --fence-stuck-after", "instance", host, "fenced", fenced, "err", err, "took", took)
 	case fenced > 0:
-		w.log.Warn("an instance of the group died with transactions open; aborted them so that the partitions they held go on",
+		w.fence.log.Warn("an instance of the group died with transactions open; aborted them so that the partitions they held go on",
 			"instance", host, "fenced", fenced, "took", took)
 	default:
-		w.log.Info("an instance of the group is gone (stopped, or died between transactions)", "instance", host)
+		w.fence.log.Info("an instance of the group is gone (stopped, or died between transactions)", "instance", host)
 	}
 }
 
@@ -250,5 +248,5 @@ func (w *peerWatch) count(delta int) {
 	w.connected += delta
 	n := w.connected
 	w.mu.Unlock()
-	w.hooks.PeersWatched(n)
+	w.fence.hooks.PeersWatched(n)
 }

@@ -118,7 +118,7 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 		p.stuck = newStuckWatch(f, topo.LoopTopic(), cfg.FenceStuckAfter)
 	}
 	if cfg.PeerAddr != "" {
-		f := &fencer{group: topo.Group, name: host, cfg: &p.cfg, log: peerLogger(cfg.Logger), hooks: cfg.Hooks}
+		f := &fencer{group: topo.Group, name: host, cfg: &p.cfg, log: cfg.Logger.With("component", "peers"), hooks: cfg.Hooks}
 		p.peers = newPeerWatch(f, host)
 	}
 	kept, scans := &keptStores{}, newScanPacer()
@@ -363,14 +363,14 @@ func (p *Processor) listenPeers() (*peerServer, error) {
 	}
 	addr, err := advertisedPeer(p.cfg.PeerAddr, p.cfg.PeerAdvertise, srv.port(), p.cfg.Brokers)
 	if err != nil {
-		p.peers.log.Warn("no liveness address to advertise: the other instances notice this one's death after "+
+		p.peers.fence.log.Warn("no liveness address to advertise: the other instances notice this one's death after "+
 			"--fence-stuck-after", "err", err)
 		return srv, nil
 	}
 	for _, m := range p.members {
 		m.strategy.Advertise(addr)
 	}
-	p.peers.log.Info("listening for the liveness connections of the group's other instances", "addr", addr)
+	p.peers.fence.log.Info("listening for the liveness connections of the group's other instances", "addr", addr)
 	return srv, nil
 }
 
