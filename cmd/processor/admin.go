@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -124,7 +125,11 @@ func runResetOffsets(args []string, out io.Writer) error {
 		return err
 	}
 	defer admin.Close()
-	plans, err := planMoves(client, admin, a.group, inputs, target)
+	// Offsets are read once no transaction of the group holds them: a worker
+	// that died with one open holds them until the transaction timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), offsetsWait)
+	defer cancel()
+	plans, err := planMoves(ctx, client, a.group, inputs, target)
 	if err != nil {
 		return err
 	}
@@ -139,7 +144,7 @@ func runResetOffsets(args []string, out io.Writer) error {
 		if active != nil {
 			fmt.Fprintf(out, "a reset now would be refused: %v\n", active)
 		}
-		return noteOtherTopics(out, admin, a.group, inputs)
+		return noteOtherTopics(ctx, out, client, a.group, inputs)
 	}
 	if active != nil {
 		fmt.Fprintf(out, "refused: %v\nnothing changed; group %s, offsets on %s NOT APPLIED:\n", active, a.group, names)
@@ -151,7 +156,7 @@ func runResetOffsets(args []string, out io.Writer) error {
 			return fmt.Errorf("%s: %w", pl.topic, err)
 		}
 	}
-	after, err := planMoves(client, admin, a.group, inputs, target)
+	after, err := planMoves(ctx, client, a.group, inputs, target)
 	if err != nil {
 		return err
 	}
@@ -165,7 +170,7 @@ func runResetOffsets(args []string, out io.Writer) error {
 	fmt.Fprintf(out, "group %s moved on %s, applied:\n", a.group, names)
 	printMoves(out, plans, true)
 	fmt.Fprintln(out, "already processed events will be skipped by the table")
-	return noteOtherTopics(out, admin, a.group, inputs)
+	return noteOtherTopics(ctx, out, client, a.group, inputs)
 }
 
 // inputs is --input as a list of topics, refused with an empty element or
@@ -192,10 +197,14 @@ type topicMoves struct {
 	moves []groupadmin.Move
 }
 
-func planMoves(client sarama.Client, admin sarama.ClusterAdmin, group string, inputs []string, to groupadmin.Target) ([]topicMoves, error) {
+// offsetsWait bounds how long reset-offsets waits for a transaction of the
+// group that holds its offsets to end.
+const offsetsWait = 2 * time.Minute
+
+func planMoves(ctx context.Context, client sarama.Client, group string, inputs []string, to groupadmin.Target) ([]topicMoves, error) {
 	plans := make([]topicMoves, 0, len(inputs))
 	for _, in := range inputs {
-		moves, err := groupadmin.Plan(client, admin, group, in, to)
+		moves, err := groupadmin.Plan(ctx, client, group, in, to)
 		if err != nil {
 			return nil, err
 		}
@@ -208,8 +217,8 @@ func planMoves(client sarama.Client, admin sarama.ClusterAdmin, group string, in
 // loop topic, on which the group has committed offsets: most likely an
 // input of the worker that --input left out, which the replay does not
 // re-read.
-func noteOtherTopics(out io.Writer, admin sarama.ClusterAdmin, group string, inputs []string) error {
-	committed, err := groupadmin.CommittedTopics(admin, group)
+func noteOtherTopics(ctx context.Context, out io.Writer, client sarama.Client, group string, inputs []string) error {
+	committed, err := groupadmin.CommittedTopics(ctx, client, group)
 	if err != nil {
 		return err
 	}

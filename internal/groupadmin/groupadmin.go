@@ -5,6 +5,7 @@
 package groupadmin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
 // ErrGroupActive is returned while the group has members.
@@ -67,23 +70,24 @@ func CheckInactive(admin sarama.ClusterAdmin, group string) error {
 	return nil
 }
 
-// Plan computes the new offset of every partition of topic.
-func Plan(client sarama.Client, admin sarama.ClusterAdmin, group, topic string, to Target) ([]Move, error) {
+// Plan computes the new offset of every partition of topic. The current
+// offsets are read as a joining member reads them (require_stable), so a
+// commit that has just ended is not reported as the offset before it; an
+// open transaction of the group's holds the read up until it ends or ctx
+// does.
+func Plan(ctx context.Context, client sarama.Client, group, topic string, to Target) ([]Move, error) {
 	parts, err := client.Partitions(topic)
 	if err != nil {
 		return nil, fmt.Errorf("partitions of %s: %w", topic, err)
 	}
 	slices.Sort(parts)
-	current, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
+	current, err := kafkautil.StableOffsets(ctx, client, group, map[string][]int32{topic: parts})
 	if err != nil {
-		return nil, fmt.Errorf("offsets of group %s: %w", group, err)
+		return nil, err
 	}
 	var moves []Move
 	for _, p := range parts {
-		mv := Move{Partition: p, Current: -1}
-		if b := current.GetBlock(topic, p); b != nil {
-			mv.Current = b.Offset
-		}
+		mv := Move{Partition: p, Current: current[topic][p]}
 		start, err := client.GetOffset(topic, p, sarama.OffsetOldest)
 		if err != nil {
 			return nil, err
@@ -116,18 +120,15 @@ func Plan(client sarama.Client, admin sarama.ClusterAdmin, group, topic string, 
 
 // CommittedTopics lists, sorted, the topics on which group has committed
 // offsets.
-func CommittedTopics(admin sarama.ClusterAdmin, group string) ([]string, error) {
-	resp, err := admin.ListConsumerGroupOffsets(group, nil) // nil: every topic
+func CommittedTopics(ctx context.Context, client sarama.Client, group string) ([]string, error) {
+	offs, err := kafkautil.StableOffsets(ctx, client, group, nil) // nil: every topic
 	if err != nil {
-		return nil, fmt.Errorf("offsets of group %s: %w", group, err)
-	}
-	if resp.Err != sarama.ErrNoError {
-		return nil, fmt.Errorf("offsets of group %s: %w", group, resp.Err)
+		return nil, err
 	}
 	var topics []string
-	for topic, parts := range resp.Blocks {
-		for _, b := range parts {
-			if b.Offset >= 0 {
+	for topic, parts := range offs {
+		for _, off := range parts {
+			if off >= 0 {
 				topics = append(topics, topic)
 				break
 			}

@@ -177,11 +177,11 @@ func WaitCommitted(ctx context.Context, brokers []string, group, topic string) e
 	if err != nil {
 		return err
 	}
-	admin, err := sarama.NewClusterAdmin(brokers, Config())
+	client, err := sarama.NewClient(brokers, Config())
 	if err != nil {
 		return err
 	}
-	defer admin.Close()
+	defer client.Close()
 	parts := make([]int32, 0, len(ends))
 	for p := range ends {
 		parts = append(parts, p)
@@ -190,7 +190,12 @@ func WaitCommitted(ctx context.Context, brokers []string, group, topic string) e
 	defer tick.Stop()
 	var last map[int32]int64
 	for {
-		if offs, err := committed(admin, group, topic, parts); err == nil {
+		// A worker still committing holds its offsets in an open
+		// transaction most of the time: ask again at the next tick.
+		attempt, cancel := context.WithTimeout(ctx, time.Second)
+		offs, err := committed(attempt, client, group, topic, parts)
+		cancel()
+		if err == nil {
 			last = offs
 			done := true
 			for p, end := range ends {
@@ -211,29 +216,25 @@ func WaitCommitted(ctx context.Context, brokers []string, group, topic string) e
 }
 
 // Committed is group's committed offset of each of topic's partitions
-// (-1: none).
+// (-1: none), read as a joining member reads it (require_stable): the
+// offsets of a transaction that has just committed, not those before it.
 func Committed(brokers []string, group, topic string, partitions []int32) (map[int32]int64, error) {
-	admin, err := sarama.NewClusterAdmin(brokers, Config())
+	client, err := sarama.NewClient(brokers, Config())
 	if err != nil {
 		return nil, err
 	}
-	defer admin.Close()
-	return committed(admin, group, topic, partitions)
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return committed(ctx, client, group, topic, partitions)
 }
 
-func committed(admin sarama.ClusterAdmin, group, topic string, partitions []int32) (map[int32]int64, error) {
-	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: partitions})
+func committed(ctx context.Context, client sarama.Client, group, topic string, partitions []int32) (map[int32]int64, error) {
+	offs, err := kafkautil.StableOffsets(ctx, client, group, map[string][]int32{topic: partitions})
 	if err != nil {
 		return nil, err
 	}
-	offs := make(map[int32]int64, len(partitions))
-	for _, p := range partitions {
-		offs[p] = -1
-		if b := resp.GetBlock(topic, p); b != nil {
-			offs[p] = b.Offset
-		}
-	}
-	return offs, nil
+	return offs[topic], nil
 }
 
 // ReadAll reads every committed record of topic up to each partition's last
