@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,12 +82,42 @@ func runWatched(t *testing.T, r *Runner, started <-chan string, cancelWhen strin
 				cancel()
 			}
 		case err := <-done:
-			return runs, err
+			// Every processor sent its name before its Run returned, and so
+			// before Run did: the names not received yet are in started.
+			// (The select above may take done while started holds one.)
+			for {
+				select {
+				case name := <-started:
+					runs = append(runs, name)
+				default:
+					return runs, err
+				}
+			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("Run still running after 10s; processors started: %v", runs)
 		}
 	}
 }
+
+// logSignal is a log handler that closes seen once a record with message
+// msg is logged: a test waits for a step that has no other sign.
+type logSignal struct {
+	msg  string
+	once sync.Once
+	seen chan struct{}
+}
+
+func newLogSignal(msg string) *logSignal { return &logSignal{msg: msg, seen: make(chan struct{})} }
+
+func (l *logSignal) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logSignal) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == l.msg {
+		l.once.Do(func() { close(l.seen) })
+	}
+	return nil
+}
+func (l *logSignal) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logSignal) WithGroup(string) slog.Handler      { return l }
 
 func TestRunnerReplacesAProcessorThatStoppedOnABrokerError(t *testing.T) {
 	for _, tc := range []struct {
@@ -98,6 +129,10 @@ func TestRunnerReplacesAProcessorThatStoppedOnABrokerError(t *testing.T) {
 		wantRuns   []string // processors started, in order
 		wantErr    string   // Run's error ("" = ran until cancelled)
 		cancelWhen string   // cancel once this processor started ("" = never)
+		// cancel only once Run waits to build the next processor: a cancel
+		// right after p0 started can come before p0's Run returned its error,
+		// and a stop with a failure ends Run with that failure.
+		cancelWaiting bool
 	}{
 		{name: "coordinator died: a new processor takes over", firstErr: coordinatorGone, backoff: time.Millisecond,
 			wantRuns: []string{"p0", "p1"}, cancelWhen: "p1"},
@@ -107,7 +142,7 @@ func TestRunnerReplacesAProcessorThatStoppedOnABrokerError(t *testing.T) {
 		{name: "not a broker error: Run ends with it", firstErr: errors.New("partition count mismatch"), backoff: time.Millisecond,
 			wantRuns: []string{"p0"}, wantErr: "partition count mismatch"},
 		{name: "stopped while waiting to rebuild", firstErr: coordinatorGone, backoff: time.Hour,
-			wantRuns: []string{"p0"}, cancelWhen: "p0"},
+			wantRuns: []string{"p0"}, cancelWhen: "p0", cancelWaiting: true},
 		{name: "stopped, and leaving the group failed: a clean stop", stopErr: leftGroup, backoff: time.Millisecond,
 			wantRuns: []string{"p0"}, cancelWhen: "p0"},
 		{name: "stopped while starting: a clean stop", stopErr: errStoppedStarting, backoff: time.Millisecond,
@@ -120,7 +155,8 @@ func TestRunnerReplacesAProcessorThatStoppedOnABrokerError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			started := make(chan string, 10)
 			builds := 0
-			r := &Runner{cfg: Config{Logger: slog.New(slog.DiscardHandler)}, topo: &dedup.Topology{Group: "g", Inputs: []string{"in"}},
+			waiting := newLogSignal("goka processor stopped; starting a new one")
+			r := &Runner{cfg: Config{Logger: slog.New(waiting)}, topo: &dedup.Topology{Group: "g", Inputs: []string{"in"}},
 				firstBackoff: tc.backoff, lag: nopLag()}
 			r.newProc = func() (gokaProcessor, error) {
 				builds++
@@ -133,6 +169,13 @@ func TestRunnerReplacesAProcessorThatStoppedOnABrokerError(t *testing.T) {
 			r.proc.Store(&first)
 
 			runs, err := runWatched(t, r, started, tc.cancelWhen, func(name string) {
+				if tc.cancelWaiting {
+					select {
+					case <-waiting.seen:
+					case <-time.After(10 * time.Second):
+						t.Errorf("Run not waiting to build a new processor 10s after %s started", name)
+					}
+				}
 				if name != "p0" && !r.Ready() {
 					t.Errorf("Ready() false after %s took over", name)
 				}
