@@ -47,12 +47,24 @@ type Config struct {
 	// (peers.go). Each holds one to every other; when one ends and the
 	// address then refuses, that instance's process is gone (kill -9, a
 	// crash) and its open transactions are aborted at once, instead of
-	// after FenceStuckAfter. Empty: off.
+	// after FenceStuckAfter. Since such a connection can abort another
+	// instance's transactions, it needs PeerSecret. Every instance of the
+	// group listens on the same port (of PeerAdvertise when set): an
+	// instance dials no other port. Port 0 gives each a port of its own
+	// and lifts that rule (several instances on one host). Empty: off, no
+	// port opened.
 	PeerAddr string
 	// PeerAdvertise is the host:port the other instances dial. Empty:
 	// PeerAddr's host when it names one, otherwise this host's address on
 	// its route to the brokers, with the port PeerAddr got.
 	PeerAdvertise string
+	// PeerSecret is the group's shared secret, at least MinPeerSecret
+	// bytes, the same on every instance: both ends of every liveness
+	// connection prove they know it before either says who it is
+	// (peerauth.go), so that nobody without it can learn the group's
+	// instances or make them abort each other's transactions. Required
+	// with PeerAddr; keep it out of command lines and logs.
+	PeerSecret []byte
 	// LeaveGroupOnStop makes every clean stop (Run's context cancelled) a
 	// stop for good: once the members committed and closed, they are
 	// removed from the group, so the other instances take their partitions
@@ -311,8 +323,24 @@ func (NopHooks) Swept(int32, int)                    {}
 func (NopHooks) PartitionRevoked(int32)              {}
 func (NopHooks) StandbyLag(int32, int64)             {}
 
-// ValidatePeers reports a PeerAddr or PeerAdvertise that cannot work.
-func (c *Config) ValidatePeers() error { return validPeerAddrs(c.PeerAddr, c.PeerAdvertise) }
+// ValidatePeers reports a PeerAddr, PeerAdvertise or PeerSecret that
+// cannot work: an address without a secret would open a listener that
+// anyone could make abort transactions, a secret without an address does
+// nothing, and a short secret can be guessed.
+func (c *Config) ValidatePeers() error {
+	if err := validPeerAddrs(c.PeerAddr, c.PeerAdvertise); err != nil {
+		return err
+	}
+	switch {
+	case c.PeerAddr != "" && len(c.PeerSecret) == 0:
+		return fmt.Errorf("peer address %q without a peer secret: the liveness connections are authenticated with it", c.PeerAddr)
+	case c.PeerAddr == "" && len(c.PeerSecret) > 0:
+		return errors.New("a peer secret without a peer address to listen on")
+	case len(c.PeerSecret) > 0 && len(c.PeerSecret) < MinPeerSecret:
+		return fmt.Errorf("peer secret of %d bytes: at least %d (e.g. openssl rand -base64 48)", len(c.PeerSecret), MinPeerSecret)
+	}
+	return nil
+}
 
 // ValidateInstanceID reports an InstanceID that cannot name a transactional
 // ID and a static group member ("" is valid: the one kept in StateDir).

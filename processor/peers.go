@@ -1,15 +1,14 @@
 package processor
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"time"
 )
@@ -22,32 +21,34 @@ import (
 // kill -9.
 //
 // A process that dies on a live host (kill -9, a crash, the OOM killer)
-// closes its sockets, and its port refuses connections from then on. So
-// each instance listens on Config.PeerAddr, advertises the address in its
-// group subscription (internal/assign), and holds one connection to every
-// other instance of the group it finds there (peerwatch.go). When such a
+// closes its sockets, and its port refuses connections from then on. So,
+// given the group's shared secret (Config.PeerSecret), each instance
+// listens on Config.PeerAddr, advertises the address in its group
+// subscription (internal/assign), and holds one connection to every other
+// instance of the group it finds there (peerwatch.go), on the group's port
+// only (peerPort). Every connection first passes a mutual proof of the
+// secret (peerauth.go): what follows can abort an instance's transactions,
+// so nobody without the secret may take part. When such an authenticated
 // connection ends and a new one to the same address is refused, that
 // process is gone: its open transactions are aborted at once
 // (fencer.fenceInstance), and the loop partitions they held go on within a
 // few round trips. Nothing less certain counts as a death: an address that
-// times out (a lost host, a firewall) or answers with another incarnation
-// (a restart, whose own InitProducerId aborts the transaction) is left to
-// the stuck watch, the group's session timeout and the broker.
+// times out (a lost host, a firewall), fails the proof, or answers with
+// another incarnation (a restart, whose own InitProducerId aborts the
+// transaction) is left to the stuck watch, the group's session timeout and
+// the broker. Without a secret no port is opened and nothing is dialled.
 //
 // An instance that stops cleanly closes its listener only after its members
 // committed and left their sessions: the others then find no transaction of
 // it open and fence nothing.
 
-// peerProto starts the line an instance sends on each liveness connection:
-// "dedup-peer/1 <host> <incarnation>\n".
-const peerProto = "dedup-peer/1"
-
-// maxPeerConns bounds the liveness connections one instance accepts: one
-// per other instance of the group is the use.
+// maxPeerConns bounds the liveness connections one instance accepts, in
+// their handshake or held: one per other instance of the group is the use.
 const maxPeerConns = 1024
 
-// peerHelloTimeout bounds the write and the read of the hello line.
-const peerHelloTimeout = 2 * time.Second
+// peerAuthLogEvery is how often the listener logs a connection that failed
+// its handshake; the others in between are counted in the next line.
+const peerAuthLogEvery = 10 * time.Second
 
 // newIncarnation names one run of the process: a restarted instance has
 // the same host and a new incarnation.
@@ -58,11 +59,15 @@ func newIncarnation() string {
 }
 
 // peerServer answers the liveness connections of the group's other
-// instances: it sends the hello line and holds the connection until the
-// peer closes it or the server closes.
+// instances: it runs the handshake (peerauth.go), which a connection must
+// pass before it learns anything, then holds the connection until the peer
+// closes it or the server closes.
 type peerServer struct {
-	ln    net.Listener
-	hello []byte
+	ln     net.Listener
+	secret []byte
+	me     peerIdentity
+	log    *slog.Logger
+	failed logLimit // handshakes that failed, logged at most every peerAuthLogEvery
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -70,14 +75,14 @@ type peerServer struct {
 	wg     sync.WaitGroup // serve and the connections' goroutines
 }
 
-// listenPeers listens on addr for host's liveness connections; serve runs
-// until close.
-func listenPeers(addr, host, incarnation string) (*peerServer, error) {
+// listenPeers listens on addr for the liveness connections of me's group,
+// authenticated with secret; serve runs until close.
+func listenPeers(addr string, me peerIdentity, secret []byte, log *slog.Logger) (*peerServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("peer address %s: %w", addr, err)
 	}
-	s := &peerServer{ln: ln, hello: []byte(fmt.Sprintf("%s %s %s\n", peerProto, host, incarnation)),
+	s := &peerServer{ln: ln, secret: secret, me: me, log: log, failed: logLimit{every: peerAuthLogEvery},
 		conns: map[net.Conn]struct{}{}}
 	s.wg.Add(1)
 	go s.serve()
@@ -112,7 +117,8 @@ func (s *peerServer) serve() {
 	}
 }
 
-// hold sends the hello and waits for the peer to close the connection.
+// hold runs the handshake and, once it passed, waits for the peer to close
+// the connection. A connection that fails it is dropped and logged.
 func (s *peerServer) hold(c net.Conn) {
 	defer s.wg.Done()
 	defer func() {
@@ -121,10 +127,16 @@ func (s *peerServer) hold(c net.Conn) {
 		s.mu.Unlock()
 		c.Close()
 	}()
-	c.SetWriteDeadline(time.Now().Add(peerHelloTimeout))
-	if _, err := c.Write(s.hello); err != nil {
+	peer, err := listenerHandshake(c, s.secret, s.me)
+	if err != nil {
+		if ok, suppressed := s.failed.allow(time.Now()); ok {
+			s.log.Warn("dropped a liveness connection that did not pass the handshake (a wrong or missing "+
+				"--peer-secret-file, another group, or not an instance of this one)",
+				"remote", c.RemoteAddr().String(), "err", err, "suppressed", suppressed)
+		}
 		return
 	}
+	s.log.Debug("liveness connection of an instance of the group", "instance", peer.host, "remote", c.RemoteAddr().String())
 	io.Copy(io.Discard, c) // until the peer or close ends it
 }
 
@@ -139,26 +151,6 @@ func (s *peerServer) close() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
-}
-
-// peerHello is what a liveness connection's first line says.
-type peerHello struct {
-	host, incarnation string
-}
-
-// readHello reads the hello line of a connection dialled to a peer.
-func readHello(c net.Conn) (peerHello, error) {
-	c.SetReadDeadline(time.Now().Add(peerHelloTimeout))
-	line, err := bufio.NewReaderSize(c, 512).ReadString('\n')
-	if err != nil {
-		return peerHello{}, err
-	}
-	c.SetReadDeadline(time.Time{})
-	f := strings.Fields(line)
-	if len(f) != 3 || f[0] != peerProto {
-		return peerHello{}, fmt.Errorf("not a liveness connection: %q", strings.TrimSpace(line))
-	}
-	return peerHello{host: f[1], incarnation: f[2]}, nil
 }
 
 // advertisedPeer is the address the other instances dial: advertise when
@@ -208,17 +200,34 @@ func validPeerAddrs(listen, advertise string) error {
 	return nil
 }
 
-// dialPeer connects to a peer's address and reads its hello.
-func dialPeer(ctx context.Context, addr string, timeout time.Duration) (net.Conn, peerHello, error) {
+// peerPort is the port every instance of the group advertises, as this
+// one's config says: the port of advertise when set, else of listen; ""
+// when that is 0 (any free port), which leaves the port of the addresses
+// the instances dial unchecked.
+func peerPort(listen, advertise string) string {
+	addr := listen
+	if advertise != "" {
+		addr = advertise
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "0" {
+		return ""
+	}
+	return port
+}
+
+// dialPeer connects to a peer's address and runs the dialer's handshake
+// with secret as me.
+func dialPeer(ctx context.Context, addr string, timeout time.Duration, secret []byte, me peerIdentity) (net.Conn, peerIdentity, error) {
 	d := net.Dialer{Timeout: timeout}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, peerHello{}, err
+		return nil, peerIdentity{}, err
 	}
-	h, err := readHello(c)
+	h, err := dialerHandshake(c, secret, me)
 	if err != nil {
 		c.Close()
-		return nil, peerHello{}, err
+		return nil, peerIdentity{}, err
 	}
 	return c, h, nil
 }

@@ -27,28 +27,32 @@ var (
 	refused  = dialStep{err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
 	reset    = dialStep{err: fmt.Errorf("hello: %w", syscall.ECONNRESET)}
 	timedOut = dialStep{err: &net.OpError{Op: "dial", Err: os.ErrDeadlineExceeded}}
+	stranger = dialStep{err: fmt.Errorf("%w: a wrong proof", errPeerAuth)}
 )
+
+// testSecret is a peer secret of the minimum length.
+var testSecret = []byte("0123456789abcdef0123456789abcdef")
 
 // scriptedWatch is a peer watch whose dials follow steps: each connection
 // it answers ends at once, as the peer's would when its process exits, and
 // dials past the script time out.
 func scriptedWatch(steps []dialStep) (w *peerWatch, deaths *[]string, dials *int) {
 	f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: NopHooks{}}
-	w = newPeerWatch(f, "g-me")
+	w = newPeerWatch(f, "g-me", testSecret, "")
 	deaths, dials = &[]string{}, new(int)
 	w.died = func(host string) { *deaths = append(*deaths, host) }
-	w.dial = func(context.Context, string, time.Duration) (net.Conn, peerHello, error) {
+	w.dial = func(context.Context, string, time.Duration) (net.Conn, peerIdentity, error) {
 		step := timedOut
 		if *dials < len(steps) {
 			step = steps[*dials]
 		}
 		*dials++
 		if step.err != nil {
-			return nil, peerHello{}, step.err
+			return nil, peerIdentity{}, step.err
 		}
 		mine, theirs := net.Pipe()
 		theirs.Close()
-		return mine, peerHello{host: step.host, incarnation: step.incarnation}, nil
+		return mine, peerIdentity{group: "g", host: step.host, incarnation: step.incarnation}, nil
 	}
 	return w, deaths, dials
 }
@@ -72,6 +76,8 @@ func TestPeerDeathIsARefusalAfterAConnection(t *testing.T) {
 		{"never answered: refused", []dialStep{refused}, false, 1},
 		{"answered as another instance", []dialStep{answered("g-b", "1"), refused}, false, 1},
 		{"resets until the probe gives up", []dialStep{answered("g-a", "1"), reset, reset, reset, reset, reset, refused}, false, 1 + peerProbeTries},
+		{"a stranger that fails the proof, then refused", []dialStep{stranger, refused}, false, 1},
+		{"ended, a stranger that fails the proof, then refused", []dialStep{answered("g-a", "1"), stranger, refused}, false, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, deaths, dials := scriptedWatch(tc.steps)
@@ -90,13 +96,13 @@ func TestPeerDeathIsARefusalAfterAConnection(t *testing.T) {
 // death when its connection is cut, and is once the server closes (its
 // listener with it, as at a process's exit).
 func TestPeerServerClosedIsADeath(t *testing.T) {
-	srv, err := listenPeers("127.0.0.1:0", "g-a", "inc1")
+	srv, err := listenPeers("127.0.0.1:0", peerIdentity{group: "g", host: "g-a", incarnation: "inc1"}, testSecret, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.close()
 	f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: NopHooks{}}
-	w := newPeerWatch(f, "g-me")
+	w := newPeerWatch(f, "g-me", testSecret, "")
 	died := make(chan string, 1)
 	w.died = func(host string) { died <- host }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -198,7 +204,7 @@ func TestPeersWatchedCount(t *testing.T) {
 	var mu sync.Mutex
 	var seen []int
 	f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: &peersHooks{mu: &mu, seen: &seen}}
-	w := newPeerWatch(f, "g-me")
+	w := newPeerWatch(f, "g-me", testSecret, "")
 	w.count(+1)
 	w.count(+1)
 	w.count(-1)
@@ -216,3 +222,47 @@ type peersHooks struct {
 }
 
 func (h *peersHooks) PeersWatched(n int) { h.mu.Lock(); *h.seen = append(*h.seen, n); h.mu.Unlock() }
+
+// A listener is opened only with a secret, and the secret must be long
+// enough to resist guessing.
+func TestValidatePeersNeedsASecret(t *testing.T) {
+	short := []byte("too short")
+	for _, tc := range []struct {
+		name   string
+		addr   string
+		secret []byte
+		err    string
+	}{
+		{"off", "", nil, ""},
+		{"on", ":7070", testSecret, ""},
+		{"address without a secret", ":7070", nil, "without a peer secret"},
+		{"secret without an address", "", testSecret, "without a peer address"},
+		{"short secret", ":7070", short, "peer secret of 9 bytes: at least 32"},
+	} {
+		err := (&Config{PeerAddr: tc.addr, PeerSecret: tc.secret}).ValidatePeers()
+		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+		}
+	}
+}
+
+// Only the group's port is dialled; port 0 dials any.
+func TestPeerWatchDialsOnlyTheGroupsPort(t *testing.T) {
+	for _, tc := range []struct {
+		listen, advertise, addr string
+		ok                      bool
+	}{
+		{":7070", "", "10.0.0.2:7070", true},
+		{":7070", "", "10.0.0.2:22", false},
+		{":7070", "w1:9000", "10.0.0.2:9000", true},
+		{":7070", "w1:9000", "10.0.0.2:7070", false},
+		{":0", "", "10.0.0.2:45678", true},
+		{":7070", "", "no port", false},
+	} {
+		f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: NopHooks{}}
+		w := newPeerWatch(f, "g-me", testSecret, peerPort(tc.listen, tc.advertise))
+		if got := w.dialable(tc.addr); got != tc.ok {
+			t.Errorf("listen %q advertise %q: dialable(%q) = %v, want %v", tc.listen, tc.advertise, tc.addr, got, tc.ok)
+		}
+	}
+}

@@ -30,16 +30,18 @@ const peerProbeTimeout = time.Second
 // before its listener.
 const peerProbeTries = 5
 
-// peerWatch holds a liveness connection to every other instance of the
-// group that advertises one (peers.go) and fences the open transactions of
-// those it sees die. Processor.run owns run; each peer's watcher is a
+// peerWatch holds an authenticated liveness connection to every other
+// instance of the group that advertises one on the group's port (peers.go)
+// and fences the open transactions of those it sees die. Processor.run owns run; each peer's watcher is a
 // goroutine run starts and waits for.
 type peerWatch struct {
 	self  string  // this instance's host: not watched
 	fence *fencer // its log and hooks are the watch's
-	wake  chan struct{}
-	// dial connects to a peer and reads its hello (dialPeer; tests cut it).
-	dial func(ctx context.Context, addr string, timeout time.Duration) (net.Conn, peerHello, error)
+	// port is the only port dialled (peerPort); "": any.
+	port string
+	wake chan struct{}
+	// dial connects to a peer and runs the handshake (dialPeer; tests cut it).
+	dial func(ctx context.Context, addr string, timeout time.Duration) (net.Conn, peerIdentity, error)
 	// died is told of a peer seen to die (dead; tests count).
 	died func(host string)
 
@@ -49,9 +51,15 @@ type peerWatch struct {
 	connected   int
 }
 
-func newPeerWatch(f *fencer, self string) *peerWatch {
-	w := &peerWatch{self: self, fence: f, wake: make(chan struct{}, 1),
-		dial: dialPeer, watching: map[string]bool{}, unreachable: map[string]bool{}}
+// newPeerWatch watches the peers of f's group as self, proving secret, and
+// dials only port ("": any).
+func newPeerWatch(f *fencer, self string, secret []byte, port string) *peerWatch {
+	w := &peerWatch{self: self, fence: f, port: port, wake: make(chan struct{}, 1),
+		watching: map[string]bool{}, unreachable: map[string]bool{}}
+	me := peerIdentity{group: f.group, host: self}
+	w.dial = func(ctx context.Context, addr string, timeout time.Duration) (net.Conn, peerIdentity, error) {
+		return dialPeer(ctx, addr, timeout, secret, me)
+	}
 	w.died = w.dead
 	return w
 }
@@ -96,7 +104,9 @@ func (w *peerWatch) run(ctx context.Context) {
 }
 
 // peers reads the group's members' advertised addresses by host, on
-// *client, which it makes when nil and drops after an error.
+// *client, which it makes when nil and drops after an error. An address
+// on another port than the group's is left out: a member's subscription
+// must not make the instances dial any service it names.
 func (w *peerWatch) peers(client *sarama.Client) (map[string]string, error) {
 	if *client == nil {
 		c, err := sarama.NewClient(w.fence.cfg.Brokers, adminConfig(w.fence.cfg, w.fence.name))
@@ -117,11 +127,37 @@ func (w *peerWatch) peers(client *sarama.Client) (map[string]string, error) {
 		if err != nil || meta == nil {
 			continue
 		}
-		if host, addr, ok := assign.PeerOf(meta.UserData); ok && host != w.self {
-			peers[host] = addr
+		host, addr, ok := assign.PeerOf(meta.UserData)
+		if !ok || host == w.self {
+			continue
 		}
+		if !w.dialable(addr) {
+			if w.tellOnce(host, addr) {
+				w.fence.log.Warn("a member of the group advertises a liveness address on another port than this "+
+					"instance's: not dialled (give every instance the same --peer-addr port)",
+					"instance", host, "addr", addr, "port", w.port)
+			}
+			continue
+		}
+		peers[host] = addr
 	}
 	return peers, nil
+}
+
+// dialable reports whether addr is on the group's port.
+func (w *peerWatch) dialable(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && (w.port == "" || port == w.port)
+}
+
+// tellOnce reports whether host at addr is to be told of at info or warn:
+// the first time only, debug after that.
+func (w *peerWatch) tellOnce(host, addr string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	told := w.unreachable[host+" "+addr]
+	w.unreachable[host+" "+addr] = true
+	return !told
 }
 
 // start runs a watcher of host at addr unless one runs.
@@ -157,13 +193,13 @@ func (w *peerWatch) watch(ctx context.Context, host, addr string) {
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			w.mu.Lock()
-			told := w.unreachable[host+" "+addr]
-			w.unreachable[host+" "+addr] = true
-			w.mu.Unlock()
-			level := slog.LevelInfo // once per address; it is dialled again at every refresh
-			if told {
-				level = slog.LevelDebug
+			// Once per address: it is dialled again at every refresh.
+			level := slog.LevelDebug
+			if w.tellOnce(host, addr) {
+				level = slog.LevelInfo
+				if errors.Is(err, errPeerAuth) {
+					level = slog.LevelWarn
+				}
 			}
 			w.fence.log.Log(ctx, level, "no liveness connection to an instance of the group: its death is noticed after --fence-stuck-after",
 				"instance", host, "addr", addr, "err", err)
@@ -180,15 +216,16 @@ func (w *peerWatch) watch(ctx context.Context, host, addr string) {
 		if ctx.Err() != nil {
 			return
 		}
-		gone, next, nh := w.probe(ctx, host, addr)
+		gone, next, nh, err := w.probe(ctx, host, addr)
 		if gone {
 			w.died(host)
 			return
 		}
 		if next == nil {
-			// Cut, or slow to answer: not known to be dead.
+			// Cut, slow to answer, or not answered by an instance that
+			// proved the secret: not known to be dead.
 			w.fence.log.Info("lost the liveness connection to an instance of the group; its address did not refuse, "+
-				"so it is not taken for dead", "instance", host, "addr", addr)
+				"so it is not taken for dead", "instance", host, "addr", addr, "err", err)
 			return
 		}
 		if nh.incarnation != h.incarnation {
@@ -198,30 +235,32 @@ func (w *peerWatch) watch(ctx context.Context, host, addr string) {
 	}
 }
 
-// probe dials host at addr after its connection ended: gone when the
-// address refuses, else the new connection (nil when it was not answered
-// as host's).
-func (w *peerWatch) probe(ctx context.Context, host, addr string) (gone bool, c net.Conn, h peerHello) {
+// probe dials host at addr after its authenticated connection ended: gone
+// when the address refuses, else the new connection (nil, and why, when it
+// was not answered as host's after a proof of the secret).
+func (w *peerWatch) probe(ctx context.Context, host, addr string) (gone bool, c net.Conn, h peerIdentity, err error) {
 	for try := 0; try < peerProbeTries; try++ {
-		c, h, err := w.dial(ctx, addr, peerProbeTimeout)
+		c, h, err = w.dial(ctx, addr, peerProbeTimeout)
 		switch {
 		case err == nil && h.host == host:
-			return false, c, h
+			return false, c, h, nil
 		case err == nil:
 			c.Close()
-			return false, nil, peerHello{}
+			return false, nil, peerIdentity{}, fmt.Errorf("answered as %s", h.host)
 		case errors.Is(err, syscall.ECONNREFUSED):
-			return true, nil, peerHello{}
-		case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
+			return true, nil, peerIdentity{}, nil
+		case errors.Is(err, errPeerAuth):
+			return false, nil, peerIdentity{}, err
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
 			// Accepted by a listener on its way out: look again.
 			if !sleep(ctx, 20*time.Millisecond) {
-				return false, nil, peerHello{}
+				return false, nil, peerIdentity{}, err
 			}
 		default:
-			return false, nil, peerHello{}
+			return false, nil, peerIdentity{}, err
 		}
 	}
-	return false, nil, peerHello{}
+	return false, nil, peerIdentity{}, err
 }
 
 // dead fences the open transactions of host, whose process is gone.

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -86,6 +87,8 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 		}
 	}
 	topo = &run
+	// The caller's slice may change after New; the instance keeps its own.
+	cfg.PeerSecret = bytes.Clone(cfg.PeerSecret)
 	instance := cfg.InstanceID
 	if instance == "" {
 		var err error
@@ -119,7 +122,7 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	}
 	if cfg.PeerAddr != "" {
 		f := &fencer{group: topo.Group, name: host, cfg: &p.cfg, log: cfg.Logger.With("component", "peers"), hooks: cfg.Hooks}
-		p.peers = newPeerWatch(f, host)
+		p.peers = newPeerWatch(f, host, p.cfg.PeerSecret, peerPort(cfg.PeerAddr, cfg.PeerAdvertise))
 	}
 	kept, scans := &keptStores{}, newScanPacer()
 	var standby *standbyTasks
@@ -357,7 +360,8 @@ func (p *Processor) run(ctx context.Context) error {
 // has the members advertise the address (peers.go). An address no peer
 // could dial is a warning, not a failure: the stuck watch remains.
 func (p *Processor) listenPeers() (*peerServer, error) {
-	srv, err := listenPeers(p.cfg.PeerAddr, p.host, newIncarnation())
+	me := peerIdentity{group: p.topo.Group, host: p.host, incarnation: newIncarnation()}
+	srv, err := listenPeers(p.cfg.PeerAddr, me, p.cfg.PeerSecret, p.peers.fence.log)
 	if err != nil {
 		return nil, err
 	}

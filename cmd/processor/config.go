@@ -20,10 +20,6 @@ import (
 // defaultSessionTimeout is sarama's, and the only one goka's runtime runs with.
 const defaultSessionTimeout = 10 * time.Second
 
-// defaultPeerAddr listens for the liveness connections on any free port:
-// the instances find each other's through the group (processor.Config.PeerAddr).
-const defaultPeerAddr = ":0"
-
 // defaultSweepInterval is the exactly-once sweeper's; goka's runtime has none.
 const defaultSweepInterval = time.Minute
 
@@ -52,6 +48,9 @@ type Config struct {
 	FenceStuckAfter time.Duration
 	PeerAddr        string
 	PeerAdvertise   string
+	PeerSecretFile  string
+	// PeerSecret is read by Validate from PeerSecretFile or DEDUP_PEER_SECRET.
+	PeerSecret []byte
 	LeaveGroup      bool
 	StandbyReplicas int
 	SweepInterval   time.Duration
@@ -68,6 +67,11 @@ type Config struct {
 	Replication     int
 	LogLevel        string
 	LogFormat       string
+
+	// Which liveness settings came from the user (peerSources).
+	peerAddrSet      bool
+	peerSecretEnv    string
+	peerSecretEnvSet bool
 }
 
 // flags binds cfg to a flag set with the defaults and help texts.
@@ -99,8 +103,7 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", defaultSessionTimeout, "group session timeout: how long a silent instance keeps its partitions (exactly-once; best-effort keeps goka's 10s)")
 	fs.IntVar(&cfg.StandbyReplicas, "standby-replicas", 0, "other instances that keep a copy of each partition's table up to date by tailing its changelog (0 to 3): a partition whose instance dies or leaves goes to one of them and restores only the tail, and an instance that joins takes partitions' tables over once it has caught up on them (warm-up; with --rekey=always it consumes their inputs meanwhile, forwarding to the tables' holders). Each copy costs its instance the disk and about the memory of an owned partition; give every instance of a group the same value (exactly-once only)")
 	fs.DurationVar(&cfg.FenceStuckAfter, "fence-stuck-after", 0, "abort a transaction of another instance of the group that has stayed open this long while it holds this instance's partitions, taking it for a dead instance's (kill -9), instead of waiting --session-timeout for the group to notice the death. It must exceed --commit-interval plus the handler's retry budget (how long a live instance's transaction may stay open); 10s (the transaction timeout) or more: never (exactly-once; 0: 2s, or twice that floor when longer)")
-	fs.StringVar(&cfg.PeerAddr, "peer-addr", defaultPeerAddr, "where this instance listens for the liveness connections of the group's other instances (exactly-once): each holds one to every other, and when one ends and its address refuses, that instance's process is gone (kill -9, a crash), so its open transactions are aborted at once instead of after --fence-stuck-after. :0 picks a free port; empty disables")
-	fs.StringVar(&cfg.PeerAdvertise, "peer-advertise", "", "host:port the group's other instances dial for --peer-addr (behind NAT, or a port mapped elsewhere); empty: --peer-addr's host when it names one, otherwise this host's address on its route to the brokers")
+	peerFlags(fs, cfg)
 	fs.BoolVar(&cfg.LeaveGroup, "leave-group-on-stop", false, "make every stop a stop for good (scale in): once the last transaction committed, leave the consumer group so the other instances take this one's partitions at once, not after --session-timeout. Off: a stop is a restart, and the instance gets its partitions back without a rebalance; SIGUSR1 stops for good once, SIGTERM per this flag (exactly-once; best-effort members always leave)")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", defaultSweepInterval, "how often the sweeper scans a sixtieth of each partition's table and deletes the expired records it finds, in bounded batches (exactly-once)")
 	fs.IntVar(&cfg.ReadyAbortLimit, "ready-abort-limit", processor.DefaultReadyAbortLimit, "/readyz answers 503 once a member aborted this many transactions in a row (exactly-once)")
@@ -130,6 +133,7 @@ func parseConfig(name string, args []string, env func(string) (string, bool)) (*
 	if err := parseArgs(fs, args); err != nil {
 		return nil, err
 	}
+	cfg.peerSources(fs, env)
 	if cfg.DLQ == "" && cfg.Group != "" {
 		cfg.DLQ = cfg.Group + "-dlq"
 	}
@@ -245,15 +249,7 @@ func (cfg *Config) Validate() error {
 	if cfg.FenceStuckAfter != 0 && cfg.Guarantee == BestEffort {
 		bad("fence-stuck-after", "%v: exactly-once only (best-effort writes no transactions)", cfg.FenceStuckAfter)
 	}
-	if cfg.Guarantee == BestEffort && (cfg.PeerAddr != defaultPeerAddr || cfg.PeerAdvertise != "") {
-		bad("peer-addr", "exactly-once only (best-effort writes no transactions to abort)")
-	} else if err := (&processor.Config{PeerAddr: cfg.PeerAddr, PeerAdvertise: cfg.PeerAdvertise}).ValidatePeers(); err != nil {
-		name := "peer-addr"
-		if cfg.PeerAdvertise != "" && cfg.PeerAddr != "" {
-			name = "peer-advertise"
-		}
-		bad(name, "%v", err)
-	}
+	cfg.checkPeers(bad)
 	if cfg.StandbyReplicas < 0 || cfg.StandbyReplicas > processor.MaxStandbyReplicas {
 		bad("standby-replicas", "%d: want 0 to %d", cfg.StandbyReplicas, processor.MaxStandbyReplicas)
 	}

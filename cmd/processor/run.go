@@ -35,6 +35,7 @@ func runWorker(ctx, forGood context.Context, cfg *Config, logOut *os.File) error
 	}
 	log.Info("memory limit", "source", limit.Source, "softLimitBytes", limit.Limit, "cgroupLimitBytes", limit.Cgroup)
 	warnCleartext(cfg.Security, log)
+	logPeersOff(cfg, log)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	topo, err := cfg.Topology()
@@ -56,7 +57,7 @@ func runWorker(ctx, forGood context.Context, cfg *Config, logOut *os.File) error
 		p, err = processor.New(ctx, processor.Config{
 			Brokers: cfg.Brokers, Security: cfg.Security, StateDir: cfg.StateDir, InstanceID: cfg.InstanceID, CommitInterval: cfg.CommitInterval,
 			Threads: cfg.Threads, SessionTimeout: cfg.SessionTimeout, FenceStuckAfter: cfg.FenceStuckAfter,
-			PeerAddr: cfg.PeerAddr, PeerAdvertise: cfg.PeerAdvertise, SweepInterval: cfg.SweepInterval, Replication: int16(cfg.Replication), Logger: log,
+			PeerAddr: cfg.peerAddr(), PeerAdvertise: cfg.PeerAdvertise, PeerSecret: cfg.PeerSecret, SweepInterval: cfg.SweepInterval, Replication: int16(cfg.Replication), Logger: log,
 			Registerer: reg, LeaveGroupOnStop: cfg.LeaveGroup, StandbyReplicas: cfg.StandbyReplicas,
 			ReadyAbortLimit: cfg.ReadyAbortLimit, ReadyStallAfter: cfg.ReadyStallAfter, LiveStallAfter: cfg.LiveStallAfter,
 		}, topo)
