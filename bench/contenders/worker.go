@@ -3,6 +3,7 @@ package contenders
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/dedupkit/dedup"
@@ -29,6 +30,10 @@ type readier interface {
 	Ready() bool
 }
 
+// PeerSecretEnv holds the worker's peer secret, as for `processor run`:
+// set, the exactly-once worker holds liveness connections to the others.
+const PeerSecretEnv = "DEDUP_PEER_SECRET"
+
 // runWorker runs this project's worker in-process, exactly as the binary's
 // `run` command wires it (without the HTTP endpoint and Prometheus metrics).
 func runWorker(ctx context.Context, cfg Config, ready func()) error {
@@ -38,10 +43,15 @@ func runWorker(ctx context.Context, cfg Config, ready func()) error {
 		err error
 	)
 	if cfg.Kind == Exactly {
-		w, err = processor.New(ctx, processor.Config{Brokers: cfg.Brokers, StateDir: cfg.StateDir,
+		pc := processor.Config{Brokers: cfg.Brokers, StateDir: cfg.StateDir,
 			CommitInterval: cfg.CommitInterval, Threads: cfg.Threads, InstanceID: cfg.InstanceID,
-			SessionTimeout: cfg.SessionTimeout, StandbyReplicas: cfg.StandbyReplicas, Logger: cfg.Logger, Hooks: cfg.Hooks,
-			PeerAddr: ":0"}, topo) // `processor run`'s --peer-addr default
+			SessionTimeout: cfg.SessionTimeout, StandbyReplicas: cfg.StandbyReplicas, Logger: cfg.Logger, Hooks: cfg.Hooks}
+		if secret := os.Getenv(PeerSecretEnv); secret != "" {
+			// As `processor run` with a peer secret: liveness connections,
+			// on any free port since the instances share a host.
+			pc.PeerAddr, pc.PeerSecret = ":0", []byte(secret)
+		}
+		w, err = processor.New(ctx, pc, topo)
 	} else {
 		w, err = atleastonce.New(ctx, atleastonce.Config{Brokers: cfg.Brokers, StateDir: cfg.StateDir,
 			CommitInterval: cfg.CommitInterval, Replication: -1, ClientID: "bench-" + cfg.Group,

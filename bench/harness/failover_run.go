@@ -77,7 +77,13 @@ func RunFailover(ctx context.Context, cfg FailoverConfig) (*FailoverReport, erro
 	}
 	b := make([]byte, 3)
 	rand.Read(b)
-	h := &harness{cfg: Config{Brokers: cfg.Brokers, Exe: cfg.Exe, ExeArgs: cfg.ExeArgs, ExeEnv: cfg.ExeEnv,
+	// The workers' liveness connections, as a deployment runs them: with a
+	// secret of the group (processor run's --peer-secret-file), which the
+	// contender takes from the same variable as the binary.
+	secret := make([]byte, 48)
+	rand.Read(secret)
+	env := append(slices.Clip(cfg.ExeEnv), contenders.PeerSecretEnv+"="+hex.EncodeToString(secret))
+	h := &harness{cfg: Config{Brokers: cfg.Brokers, Exe: cfg.Exe, ExeArgs: cfg.ExeArgs, ExeEnv: env,
 		WorkDir: cfg.WorkDir, Log: cfg.Log}, runID: hex.EncodeToString(b)}
 	rep := &FailoverReport{Config: cfg, Commit: gitCommit(), Started: time.Now(), Machine: describeMachine(cfg.KafkaData)}
 	var err error
