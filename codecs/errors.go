@@ -36,19 +36,36 @@ func (e *DecodeError) Error() string { return e.Kind.Error() + ": " + e.Detail }
 // Unwrap lets errors.Is match the sentinel.
 func (e *DecodeError) Unwrap() error { return e.Kind }
 
+// ReasonOther is Reason's label for an error that is not a decode error
+// (one a custom decoder returns, for example).
+const ReasonOther = "other"
+
 var reasons = []struct {
 	err   error
 	label string
+	input bool // a Decoder returns it for an input record
 }{
-	{ErrNullValue, "null-value"},
-	{ErrEmptyValue, "empty-value"},
-	{ErrNotJSON, "not-json"},
-	{ErrBadField, "bad-field"},
-	{ErrNoID, "no-id"},
-	{ErrDuplicateField, "duplicate-field"},
-	{ErrIDTooLong, "id-too-long"},
-	{ErrBadSeen, "bad-seen-record"},
-	{ErrSeenVersion, "bad-seen-record"},
+	{ErrNullValue, "null-value", true},
+	{ErrEmptyValue, "empty-value", true},
+	{ErrNotJSON, "not-json", true},
+	{ErrBadField, "bad-field", true},
+	{ErrNoID, "no-id", true},
+	{ErrDuplicateField, "duplicate-field", true},
+	{ErrIDTooLong, "id-too-long", true},
+	{ErrBadSeen, "bad-seen-record", false},
+	{ErrSeenVersion, "bad-seen-record", false},
+}
+
+// InputReasons returns every label Reason gives an error of decoding an
+// input record: those of the decode errors above and ReasonOther.
+func InputReasons() []string {
+	var labels []string
+	for _, r := range reasons {
+		if r.input {
+			labels = append(labels, r.label)
+		}
+	}
+	return append(labels, ReasonOther)
 }
 
 // Reason returns a stable, low-cardinality label for a decode error, or
@@ -59,5 +76,5 @@ func Reason(err error) string {
 			return r.label
 		}
 	}
-	return "other"
+	return ReasonOther
 }

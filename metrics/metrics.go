@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/buildinfo"
 )
 
@@ -64,6 +65,12 @@ func New(reg prometheus.Registerer, group string) *Metrics {
 			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 	}
 	reg.MustRegister(m.processed, m.skipped, m.expired, m.tooOld, m.handlerErrs, m.rekeyed, m.deadLetters, m.entries, m.lag, m.age, m.latency)
+	// At 0 from the start for every reason: a series the first dead letter
+	// created would start at 1, and increase() over it, which the alert and
+	// the dashboard query, would stay 0.
+	for _, reason := range dedup.DeadLetterReasons() {
+		m.deadLetters.WithLabelValues(reason)
+	}
 	registerBuildInfo(reg, buildinfo.Read())
 	return m
 }
