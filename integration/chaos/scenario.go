@@ -74,6 +74,15 @@ func runScenario(ctx context.Context, cfg *Config, cl *cluster, px *netfault.Pro
 	if mode == exactlyOnce { // goka's runtime keeps its 10 s (the worker refuses another)
 		args = append(args, "--session-timeout", cfg.SessionTimeout.String(),
 			"--standby-replicas", fmt.Sprint(cfg.StandbyReplicas))
+		// Liveness connections, as a deployment with a peer secret runs
+		// them; any free port, since the instances share a host.
+		secret := make([]byte, 48)
+		crand.Read(secret)
+		secretFile := filepath.Join(s.dir, "peer-secret")
+		if err := os.WriteFile(secretFile, []byte(hex.EncodeToString(secret)), 0o600); err != nil {
+			return nil, err
+		}
+		args = append(args, "--peer-addr", "127.0.0.1:0", "--peer-secret-file", secretFile)
 	}
 	fl := newFleet(bin, s.dir, cfg.Instances, args, s.logf)
 	s.logf("topics %s -> %s, dead letters %s, group %s; %d instances", s.input, s.output, s.dlq(), s.group, cfg.Instances)
