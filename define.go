@@ -85,6 +85,20 @@ func Retries(n int, backoff time.Duration) Option {
 	return func(t *Topology) { t.HandlerRetries, t.RetryBackoff = n, backoff }
 }
 
+// HandlerTimeout bounds one handler call (default DefaultHandlerTimeout):
+// past it the call's ctx is cancelled and the attempt counts as failed.
+func HandlerTimeout(d time.Duration) Option { return func(t *Topology) { t.HandlerTimeout = d } }
+
+// Concurrency lets the exactly-once runtime run up to n handler calls at
+// once per member (default 1), for handlers that wait on a payment API,
+// another service or a database. Events with the same dedup key run in
+// offset order, one at a time; see OrderByRecordKey for record keys.
+func Concurrency(n int) Option { return func(t *Topology) { t.Concurrency = n } }
+
+// OrderByRecordKey keeps the events of one record key in offset order
+// under Concurrency: one call at a time per record key.
+func OrderByRecordKey() Option { return func(t *Topology) { t.OrderByRecordKey = true } }
+
 // Handle sets the handler (default Forward).
 func Handle(h Handler) Option { return func(t *Topology) { t.Handler = h } }
 

@@ -70,6 +70,11 @@ const (
 	DefaultHandlerRetries = 3
 	// DefaultRetryBackoff is the first pause before a retry, doubled each time.
 	DefaultRetryBackoff = 100 * time.Millisecond
+	// DefaultHandlerTimeout bounds one handler call: a payment API or a
+	// database that does not answer in a minute is failing, and a call
+	// without a bound would hold its event, and every event of its key,
+	// for ever.
+	DefaultHandlerTimeout = time.Minute
 )
 
 // Topology is the goka graph of one consumer group: the input topics, the
@@ -104,6 +109,23 @@ type Topology struct {
 	// event is dead-lettered; RetryBackoff is the first pause, doubled each time.
 	HandlerRetries int
 	RetryBackoff   time.Duration
+	// HandlerTimeout bounds one handler call (0: DefaultHandlerTimeout):
+	// past it the call's ctx is cancelled and the call counts as a failed
+	// attempt, retried and then dead-lettered like any other error.
+	HandlerTimeout time.Duration
+
+	// Concurrency is how many handler calls a member of the exactly-once
+	// runtime runs at once (0 or 1: one at a time). Events with the same
+	// dedup key always run one after the other in offset order, and so do
+	// events with the same record key under OrderByRecordKey; the others
+	// run side by side. A partition's input offset is committed only up to
+	// its oldest event not yet done; an event done past it is committed
+	// with its seen mark, so after a crash it is skipped, not run again.
+	Concurrency int
+	// OrderByRecordKey runs the events of one record key one at a time,
+	// in offset order, under Concurrency: what an aggregate's events need
+	// when their handler must see them in order.
+	OrderByRecordKey bool
 
 	// StaleEvents is what happens to an unseen event older than the
 	// retention, which the table cannot judge: process it (default), skip it
@@ -161,6 +183,12 @@ func (t *Topology) Validate() error {
 	if t.RetryBackoff < 0 {
 		errs = append(errs, errors.New("retry backoff is negative"))
 	}
+	if t.HandlerTimeout < 0 {
+		errs = append(errs, errors.New("handler timeout is negative"))
+	}
+	if t.Concurrency < 0 {
+		errs = append(errs, errors.New("concurrency is negative"))
+	}
 	if err := t.Table.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -195,11 +223,20 @@ func (t *Topology) validateInputs(internal []string) []error {
 	return errs
 }
 
+// CallTimeout is HandlerTimeout with its default.
+func (t *Topology) CallTimeout() time.Duration {
+	if t.HandlerTimeout == 0 {
+		return DefaultHandlerTimeout
+	}
+	return t.HandlerTimeout
+}
+
+// Calls is Concurrency with its default: at least one.
+func (t *Topology) Calls() int { return max(1, t.Concurrency) }
+
 // RetryBudget is the longest a failing handler's retries wait in backoff
-// for one event: RetryBackoff doubled HandlerRetries times. The runtime
-// processes a member's events one at a time, so its partitions wait that
-// long too, and the open transaction with them: the exactly-once runtime
-// refuses a budget that does not fit well within its transaction timeout.
+// for one event: RetryBackoff doubled HandlerRetries times. An event's
+// key waits that long, and under at-least-once its partition too.
 func (t *Topology) RetryBudget() time.Duration {
 	var total time.Duration
 	b := t.RetryBackoff

@@ -3,6 +3,7 @@ package processor
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sync/atomic"
 	"time"
 
@@ -172,6 +173,30 @@ func (m *member) awaitCommitted() {
 	}
 }
 
+// openOffsets are the partitions whose records are consumed and not
+// committed: those of the open transaction, and those a call holds.
+func (m *member) openOffsets() map[string]map[int32]int64 {
+	if m.calls.held == 0 {
+		return m.txn.offsets
+	}
+	open := make(map[string]map[int32]int64, len(m.txn.offsets)+1)
+	for topic, parts := range m.txn.offsets {
+		open[topic] = maps.Clone(parts)
+	}
+	for tp, h := range m.calls.parts {
+		if len(h.offsets) == 0 {
+			continue
+		}
+		if open[tp.topic] == nil {
+			open[tp.topic] = map[int32]int64{}
+		}
+		if _, ok := open[tp.topic][tp.partition]; !ok {
+			open[tp.topic][tp.partition] = h.offsets[0]
+		}
+	}
+	return open
+}
+
 func isApplyError(err error) bool {
 	var ae *applyError
 	return errors.As(err, &ae)
@@ -191,7 +216,7 @@ func (m *member) committed(pc *pendingCommit, err error) bool {
 		ss.t.store.DoneSealed(ss.delta)
 		m.reportTable(ss.p, ss.t.store)
 	}
-	m.health.committed(time.Now(), pc.start, pc.txn.offsets, m.txn.offsets)
+	m.health.committed(time.Now(), pc.start, pc.txn.offsets, m.openOffsets())
 	if m.holdingScans.Load() { // once released, nothing reads it until the next Setup
 		m.resume.committed(pc.txn.offsets)
 		m.releaseScansOnceResumed()

@@ -211,11 +211,11 @@ func TestProcessingWhileCommitting(t *testing.T) {
 		}
 	}
 
-	m.handle(sess, event(1))
+	handleNow(m, sess, event(1))
 	m.commit(sess)
 	answer := awaitCommitTxn() // transaction 1 is committing now
-	m.handle(sess, event(2))
-	m.handle(sess, event(1)) // a duplicate of the committing transaction's event
+	handleNow(m, sess, event(2))
+	handleNow(m, sess, event(1)) // a duplicate of the committing transaction's event
 	if got := prod.outputs(); len(got) != 1 {
 		t.Fatalf("producer got outputs %v while transaction 1 committed, want only event 1's", got)
 	}
@@ -236,7 +236,7 @@ func TestProcessingWhileCommitting(t *testing.T) {
 	// is dropped with it.
 	m.commit(sess)
 	answer = awaitCommitTxn()
-	m.handle(sess, event(3))
+	handleNow(m, sess, event(3))
 	answer <- errors.New("broker says no")
 	m.awaitCommit()
 	if !m.failed || len(m.staged) != 0 || prod.aborted != 1 {

@@ -43,7 +43,7 @@ func TestAStalledCommitIsReportedUntilItEnds(t *testing.T) {
 	m.cfg.TransactionTimeout = 20 * time.Millisecond
 	sess := commitSession{benchSession{ctx: t.Context()}}
 
-	m.handle(sess, prepared(m, inputMessage(m.topo, 1)))
+	handleNow(m, sess, prepared(m, inputMessage(m.topo, 1)))
 	m.commit(sess)
 	var answer chan error
 	select {

@@ -37,7 +37,8 @@ type Config struct {
 	// FenceStuckAfter is how long a transaction of another instance of
 	// the group may stay open before a member it blocks fences it, taking
 	// it for a dead instance's (stuck.go). Zero: DefaultFenceStuckAfter, or
-	// twice StuckFloor when that is longer; it must exceed StuckFloor. At
+	// twice the commit interval when that is longer; it must exceed the
+	// commit interval. At
 	// TransactionTimeout or more it is never fenced early: the group's
 	// leader fences it a session timeout after the death, or the
 	// coordinator aborts it.

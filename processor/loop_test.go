@@ -91,7 +91,7 @@ func TestReKeyedEventIsJudgedInItsDedupKeysPartition(t *testing.T) {
 	loopCopy := func(t *testing.T) *sarama.ConsumerMessage {
 		prod := &recordingProducer{in: make(chan *sarama.ProducerMessage, 64)}
 		m := newTestMember(t, prod, other)
-		m.process(sess, prepared(m, input(other, "order-b")))
+		processNow(m, sess, prepared(m, input(other, "order-b")))
 		recs := prod.sent()
 		if got, want := topics(recs), []string{"bench-loop/" + strconv.Itoa(int(home))}; !slices.Equal(got, want) {
 			t.Fatalf("member without partition %d sent %v for the event, want %v", home, got, want)
@@ -111,15 +111,15 @@ func TestReKeyedEventIsJudgedInItsDedupKeysPartition(t *testing.T) {
 		looped := loopCopy(t)
 		prod := &recordingProducer{in: make(chan *sarama.ProducerMessage, 64)}
 		m := newTestMember(t, prod, home, other)
-		m.process(sess, prepared(m, input(other, "order-b")))
+		processNow(m, sess, prepared(m, input(other, "order-b")))
 		if got := topics(prod.sent()); !slices.Equal(got, processed) {
 			t.Fatalf("event in partition %d sent %v, want %v (judged in partition %d, no loop record)", other, got, processed, home)
 		}
-		m.process(sess, prepared(m, input(home, "order-a")))
+		processNow(m, sess, prepared(m, input(home, "order-a")))
 		if got := topics(prod.sent()); len(got) != 0 {
 			t.Fatalf("copy in partition %d sent %v, want nothing (a duplicate)", home, got)
 		}
-		m.process(sess, prepared(m, looped))
+		processNow(m, sess, prepared(m, looped))
 		if got := topics(prod.sent()); len(got) != 0 {
 			t.Fatalf("looped copy of a processed event sent %v, want nothing (a duplicate)", got)
 		}
@@ -128,12 +128,12 @@ func TestReKeyedEventIsJudgedInItsDedupKeysPartition(t *testing.T) {
 		looped := loopCopy(t)
 		prod := &recordingProducer{in: make(chan *sarama.ProducerMessage, 64)}
 		m := newTestMember(t, prod, home, other)
-		m.process(sess, prepared(m, looped))
+		processNow(m, sess, prepared(m, looped))
 		if got := topics(prod.sent()); !slices.Equal(got, processed) {
 			t.Fatalf("looped event sent %v, want %v", got, processed)
 		}
 		for _, p := range []int32{other, home} {
-			m.process(sess, prepared(m, input(p, "order-"+strconv.Itoa(int(p)))))
+			processNow(m, sess, prepared(m, input(p, "order-"+strconv.Itoa(int(p)))))
 			if got := topics(prod.sent()); len(got) != 0 {
 				t.Fatalf("copy in partition %d sent %v, want nothing (a duplicate)", p, got)
 			}

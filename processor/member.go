@@ -111,8 +111,10 @@ type member struct {
 	committing *pendingCommit
 	staged     []*sarama.ProducerMessage
 	commitDue  bool
-	failed     bool           // the session's transaction was aborted: ignore the rest
-	in         chan []inbound // batches of one claim's messages
+	calls      *calls           // handler calls started and not finished (calls.go)
+	commitTick <-chan time.Time // the loop's commit interval
+	failed     bool             // the session's transaction was aborted: ignore the rest
+	in         chan []inbound   // batches of one claim's messages
 	stop       chan struct{}
 	done       chan struct{}
 }
@@ -322,6 +324,7 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 	defer close(m.done)
 	tick := time.NewTicker(m.cfg.CommitInterval)
 	defer tick.Stop()
+	m.commitTick = tick.C
 	sweepTick := time.NewTicker(m.cfg.SweepInterval)
 	defer sweepTick.Stop()
 	sweepMore := false
@@ -330,18 +333,7 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 	// partitions that did not move are then held up by the rebalance alone.
 	first := true
 	for {
-		// Acknowledgements are taken whenever they come, so the producer
-		// never waits on the loop; none come once the session failed, and
-		// while a commit runs its goroutine takes them.
-		var acks <-chan *sarama.ProducerMessage
-		var nacks <-chan *sarama.ProducerError
-		var committed <-chan error
-		switch {
-		case m.committing != nil:
-			committed = m.committing.done
-		case !m.failed:
-			acks, nacks = m.producer.Successes(), m.producer.Errors()
-		}
+		acks, nacks, committed := m.channels()
 		select {
 		case t := <-m.adopt:
 			m.own(t)
@@ -352,15 +344,14 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 				first = false
 				m.commit(sess)
 			}
+		case f := <-m.calls.results:
+			m.callReturned(sess, f)
 		case s := <-acks:
 			m.acked(&m.txn, s)
 		case e := <-nacks:
 			m.nacked(&m.txn, e)
 		case err := <-committed:
-			m.finishCommit(err)
-			if m.commitDue {
-				m.startCommit(sess)
-			}
+			m.committedTxn(sess, err)
 		case <-tick.C:
 			if sweepMore && !m.failed {
 				sweepMore = m.sweep(time.Now())
@@ -372,8 +363,60 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 				sweepMore = m.sweep(time.Now())
 			}
 		case <-m.stop:
+			// The session's context is done: running calls return as
+			// interrupted (or done, if their handler finished first).
+			m.awaitCalls(sess, func() bool { return m.calls.running == 0 })
+			close(m.calls.jobs) // the workers end
 			m.commitAndWait(sess)
 			return
+		}
+	}
+}
+
+// channels are the producer's and the running commit's channels the loop
+// waits on. Acknowledgements are taken whenever they come, so the producer
+// never waits on the loop; none come once the session failed, and while a
+// commit runs its goroutine takes them.
+func (m *member) channels() (<-chan *sarama.ProducerMessage, <-chan *sarama.ProducerError, <-chan error) {
+	switch {
+	case m.committing != nil:
+		return nil, nil, m.committing.done
+	case !m.failed:
+		return m.producer.Successes(), m.producer.Errors(), nil
+	}
+	return nil, nil, nil
+}
+
+// committedTxn ends the running commit, and starts the next if one fell due
+// meanwhile.
+func (m *member) committedTxn(sess sarama.ConsumerGroupSession, err error) {
+	m.finishCommit(err)
+	if m.commitDue {
+		m.startCommit(sess)
+	}
+}
+
+// awaitCalls serves the loop's calls, acknowledgements, commits and
+// adopted tables until ready says the loop may go on, taking no records
+// meanwhile: the next record waits for a free call or a free key. The
+// commit interval keeps ticking, so a slow call never holds a transaction
+// open past it.
+func (m *member) awaitCalls(sess sarama.ConsumerGroupSession, ready func() bool) {
+	for !ready() {
+		acks, nacks, committed := m.channels()
+		select {
+		case f := <-m.calls.results:
+			m.callReturned(sess, f)
+		case t := <-m.adopt:
+			m.own(t)
+		case s := <-acks:
+			m.acked(&m.txn, s)
+		case e := <-nacks:
+			m.nacked(&m.txn, e)
+		case err := <-committed:
+			m.committedTxn(sess, err)
+		case <-m.commitTick:
+			m.commit(sess)
 		}
 	}
 }
@@ -413,6 +456,11 @@ func (m *member) handle(sess sarama.ConsumerGroupSession, in inbound) {
 		return
 	}
 	m.process(sess, in)
+	m.settle(sess)
+}
+
+// settle ends the transaction after an event when it failed or is full.
+func (m *member) settle(sess sarama.ConsumerGroupSession) {
 	switch {
 	case m.failed:
 	case m.txn.err != nil:
@@ -423,7 +471,8 @@ func (m *member) handle(sess sarama.ConsumerGroupSession, in inbound) {
 }
 
 // process runs the topology's engine for one message, prepared on its
-// claim's goroutine. A failure of the runtime (a table partition it cannot
+// claim's goroutine, up to its handler call, which it starts (calls.go);
+// finishCall ends it. A failure of the runtime (a table partition it cannot
 // read or decode) aborts the transaction and stops the member: the same
 // message would fail every transaction that holds it again. A store LevelDB
 // found damaged is the exception: it is deleted when the session ends, and
@@ -432,35 +481,89 @@ func (m *member) handle(sess sarama.ConsumerGroupSession, in inbound) {
 func (m *member) process(sess sarama.ConsumerGroupSession, in inbound) {
 	msg := in.msg
 	t := m.tables[msg.Partition]
-	var err error
 	// A nil table is an input partition whose table another member holds
 	// while this one warms it up (no restore of it): the engine forwards
 	// what it would judge there (txnContext.Table).
 	if t == nil && (m.restores[msg.Partition] != nil || msg.Topic == m.loopTopic) {
-		err = fmt.Errorf("message from unassigned partition %s/%d", msg.Topic, msg.Partition)
-	} else {
-		err = engine.ProcessRecord(m.topo, &txnContext{m: m, ctx: sess.Context(), table: t, partition: msg.Partition}, in.prep, msg.Value)
+		m.failedAt(msg, fmt.Errorf("message from unassigned partition %s/%d", msg.Topic, msg.Partition))
+		return
 	}
+	f := &flight{in: in, tp: topicPartition{msg.Topic, msg.Partition}}
+	f.keys[0], f.keys[1] = engine.Keys(m.topo, in.prep)
+	if !m.calls.free(f.keys) {
+		m.awaitCalls(sess, func() bool { return m.failed || m.calls.free(f.keys) })
+		if m.failed {
+			return
+		}
+	}
+	f.rt = txnContext{m: m, ctx: sess.Context(), table: t, partition: msg.Partition}
+	started, err := engine.StartRecord(m.topo, &f.rt, in.prep, msg.Value, &f.call)
+	if err != nil {
+		m.failedAt(msg, err)
+		return
+	}
+	if !started {
+		m.markDone(f.tp, msg.Offset, false)
+		return
+	}
+	m.calls.start(f)
+}
+
+// finishCall ends a call that returned: its outputs and seen mark go into
+// the open transaction, or its event is dead-lettered (engine.Call.Finish).
+func (m *member) finishCall(sess sarama.ConsumerGroupSession, f *flight) {
+	m.calls.stopped(f)
+	if m.failed {
+		return // the transaction is gone; the events are consumed again
+	}
+	msg := f.in.msg
+	if f.call.Interrupted() {
+		// The session ended: the event is neither marked nor committed (its
+		// offset stays held), and the partition's next owner, or this
+		// member after it rejoined, runs it again.
+		m.log.Info("handler interrupted by the end of the session; the event runs again", "topic", msg.Topic,
+			"partition", msg.Partition, "offset", msg.Offset)
+		return
+	}
+	if err := f.call.Finish(&f.rt); err != nil {
+		m.failedAt(msg, err)
+		return
+	}
+	m.markDone(f.tp, msg.Offset, true)
+}
+
+// callReturned finishes a call that returned and ends the transaction when
+// it failed or is full.
+func (m *member) callReturned(sess sarama.ConsumerGroupSession, f *flight) {
+	m.finishCall(sess, f)
+	m.settle(sess)
+}
+
+// markDone notes the event at off of tp done: the partition's committable
+// offset moves as far as the calls let it.
+func (m *member) markDone(tp topicPartition, off int64, called bool) {
+	next := m.calls.done(tp, off, called)
+	if m.txn.offsets[tp.topic] == nil {
+		m.txn.offsets[tp.topic] = map[int32]int64{}
+	}
+	m.txn.offsets[tp.topic][tp.partition] = next
+	m.txn.dirty = true
+}
+
+// failedAt aborts the transaction for the engine's error at msg.
+func (m *member) failedAt(msg *sarama.ConsumerMessage, err error) {
 	switch {
 	case errors.Is(err, dedup.ErrInterrupted):
 		// The handler gave up because the session ended: nothing of the
 		// transaction is kept, and the partition's next owner (or this
 		// member, after it rejoined) processes the event again.
 		m.abort(fmt.Errorf("at %s/%d@%d: %w", msg.Topic, msg.Partition, msg.Offset, err))
-		return
 	case leveldbx.Corrupted(err):
 		m.abort(fmt.Errorf("table store damaged, at %s/%d@%d: %w", msg.Topic, msg.Partition, msg.Offset, err))
-		return
-	case err != nil:
+	default:
 		m.abort(fmt.Errorf("callback failed at %s/%d@%d: %w", msg.Topic, msg.Partition, msg.Offset, err))
 		m.fatal = err
-		return
 	}
-	if m.txn.offsets[msg.Topic] == nil {
-		m.txn.offsets[msg.Topic] = map[int32]int64{}
-	}
-	m.txn.offsets[msg.Topic][msg.Partition] = msg.Offset + 1
-	m.txn.dirty = true
 }
 
 // queue streams a record into the open transaction.

@@ -25,7 +25,7 @@ func TestProcessJudgesThePreparedEvent(t *testing.T) {
 	}
 	in := prepared(m, record(2))
 	in.msg = record(1)
-	m.process(benchSession{ctx: context.Background()}, in)
+	processNow(m, benchSession{ctx: context.Background()}, in)
 
 	var outputs [][]byte
 	for _, r := range prod.sent() {

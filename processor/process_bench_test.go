@@ -45,7 +45,8 @@ func newTestMember(tb testing.TB, producer sarama.AsyncProducer, partitions ...i
 	cfg.setDefaults()
 	m := &member{cfg: cfg, topo: topo, hooks: NopHooks{}, log: cfg.Logger, memberName: "bench-0",
 		tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: benchPartitions,
-		tables: map[int32]*partitionTable{}, txn: newTxnState(), producer: producer, cancelSession: func() {}}
+		tables: map[int32]*partitionTable{}, txn: newTxnState(), producer: producer, cancelSession: func() {},
+		calls: newCalls(topo.Calls())}
 	for _, p := range partitions {
 		s, err := openStore(tb.TempDir(), seenExpiry, nil)
 		if err != nil {
@@ -55,6 +56,25 @@ func newTestMember(tb testing.TB, producer sarama.AsyncProducer, partitions ...i
 		m.own(&partitionTable{m: m, p: p, store: s})
 	}
 	return m
+}
+
+// processNow processes in as the loop does, its handler call included.
+func processNow(m *member, sess sarama.ConsumerGroupSession, in inbound) {
+	m.process(sess, in)
+	finishCalls(m, sess)
+}
+
+// handleNow handles in as the loop does, its handler call included.
+func handleNow(m *member, sess sarama.ConsumerGroupSession, in inbound) {
+	m.handle(sess, in)
+	finishCalls(m, sess)
+}
+
+// finishCalls waits for the member's running calls and finishes them.
+func finishCalls(m *member, sess sarama.ConsumerGroupSession) {
+	for m.calls.running > 0 {
+		m.finishCall(sess, <-m.calls.results)
+	}
 }
 
 // ackProducer acknowledges every record at once, standing in for the
@@ -152,7 +172,7 @@ func BenchmarkProcess(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i, msg := range msgs {
-			m.process(sess, m.prepare(&keys, msg))
+			processNow(m, sess, m.prepare(&keys, msg))
 			commitEvery(b, m, i, 1000)
 		}
 	})
@@ -160,7 +180,7 @@ func BenchmarkProcess(b *testing.B) {
 		m, s := benchMember(b)
 		const seen = 10000
 		for i := 0; i < seen; i++ {
-			m.process(sess, m.prepare(&keys, loopMessage(m.topo, i)))
+			processNow(m, sess, m.prepare(&keys, loopMessage(m.topo, i)))
 		}
 		if err := s.Apply(seen); err != nil {
 			b.Fatal(err)
@@ -174,7 +194,7 @@ func BenchmarkProcess(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			m.process(sess, m.prepare(&keys, msgs[i%len(msgs)]))
+			processNow(m, sess, m.prepare(&keys, msgs[i%len(msgs)]))
 		}
 		if m.txn.sent != 0 {
 			b.Fatalf("%d records sent for duplicates", m.txn.sent)
@@ -192,7 +212,7 @@ func BenchmarkProcess(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			m.process(sess, m.prepare(&keys, msgs[i%len(msgs)]))
+			processNow(m, sess, m.prepare(&keys, msgs[i%len(msgs)]))
 			commitEvery(b, m, i, 1000)
 		}
 	})
@@ -223,7 +243,7 @@ func BenchmarkProcess(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i, msg := range msgs {
-			m.process(sess, m.prepare(&keys, msg))
+			processNow(m, sess, m.prepare(&keys, msg))
 			commitEvery(b, m, i, 1000)
 		}
 		b.StopTimer()
@@ -247,7 +267,7 @@ func BenchmarkProcess(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i, msg := range msgs {
-			m.process(sess, m.prepare(&keys, msg))
+			processNow(m, sess, m.prepare(&keys, msg))
 			commitEvery(b, m, i, 1000)
 		}
 	})

@@ -58,17 +58,9 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	if err := topo.Validate(); err != nil {
 		return nil, err
 	}
-	// A member handles its events one at a time: while a handler backs off,
-	// the member's open transaction waits with it. A budget near the
-	// transaction timeout would let the coordinator abort it every time.
-	if b := topo.RetryBudget(); b > cfg.TransactionTimeout/2 {
-		return nil, fmt.Errorf("handler retries: %d retries from a %v backoff wait up to %v for one event, more than half "+
-			"the transaction timeout %v: fewer retries (--handler-retries), a shorter backoff (--retry-backoff) "+
-			"or a longer TransactionTimeout", topo.HandlerRetries, topo.RetryBackoff, b, cfg.TransactionTimeout)
-	}
-	cfg.FenceStuckAfter = StuckBound(cfg.CommitInterval, topo.RetryBudget(), cfg.FenceStuckAfter)
-	if floor := StuckFloor(cfg.CommitInterval, topo.RetryBudget()); cfg.FenceStuckAfter <= floor {
-		return nil, fmt.Errorf("fence stuck after %v: must exceed the commit interval plus the handler's retry budget (%v), "+
+	cfg.FenceStuckAfter = StuckBound(cfg.CommitInterval, cfg.FenceStuckAfter)
+	if floor := StuckFloor(cfg.CommitInterval); cfg.FenceStuckAfter <= floor {
+		return nil, fmt.Errorf("fence stuck after %v: must exceed the commit interval (%v), "+
 			"how long a live member's transaction may stay open", cfg.FenceStuckAfter, floor)
 	}
 	// The runtime's logger and metrics reach the topology through a copy:

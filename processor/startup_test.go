@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
@@ -208,18 +206,5 @@ func TestPrepareTopicsFailsAtOnceWithoutInput(t *testing.T) {
 	}
 	if got := c.created(); len(got) != 0 {
 		t.Errorf("created %v without an input topic", got)
-	}
-}
-
-// A retry budget that would hold a member's transaction open past half its
-// timeout is refused before anything connects.
-func TestNewRefusesARetryBudgetPastTheTransactionTimeout(t *testing.T) {
-	topo := testTopology()
-	topo.Handler, topo.HandlerRetries, topo.RetryBackoff = dedup.Forward(), 4, time.Second
-	topo.Table = dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}
-	topo.IDSource = codecs.DefaultIDSource()
-	_, err := New(context.Background(), Config{Brokers: []string{"127.0.0.1:1"}, StateDir: t.TempDir()}, topo)
-	if err == nil || !strings.Contains(err.Error(), "4 retries from a 1s backoff wait up to 15s") {
-		t.Fatalf("New: %v, want the retry budget refused", err)
 	}
 }

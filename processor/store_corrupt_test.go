@@ -357,7 +357,7 @@ func TestDamageFoundByTheKeyFilterBuildEndsTheSession(t *testing.T) {
 	r := <-s.rebuild.done // the scan found the damage
 	s.rebuild.done <- r
 
-	m.process(benchSession{ctx: context.Background()}, prepared(m, loopMessage(m.topo, 1)))
+	processNow(m, benchSession{ctx: context.Background()}, prepared(m, loopMessage(m.topo, 1)))
 	if !m.failed || !ended || m.fatal != nil {
 		t.Fatalf("after the lookup failed: failed %v, session ended %v, fatal %v; want the session ended, the member not stopped",
 			m.failed, ended, m.fatal)

@@ -24,8 +24,8 @@ import (
 //
 // Kafka tells no member of another's death before the session timeout. What
 // a member can see is a transaction that does not end: a live member ends
-// its transaction every commit interval, and a handler's retries lengthen
-// that by at most the retry budget. So a member whose loop partition stops
+// its transaction every commit interval, however long its handler's calls
+// take (calls.go). So a member whose loop partition stops
 // advancing while records wait beyond it looks at the group's open
 // transactions (ListTransactions, DescribeTransactions, Kafka 3.0+) and
 // fences every one of another instance that it has watched stay open,
@@ -72,20 +72,21 @@ const stuckRefence = 5 * time.Minute
 // DefaultFenceStuckAfter is the least default of Config.FenceStuckAfter.
 const DefaultFenceStuckAfter = 2 * time.Second
 
-// StuckFloor is how long a live member's transaction may stay open: a commit
-// interval, plus the handler's retries' backoffs (Topology.RetryBudget) for
-// an event that fails. Config.FenceStuckAfter must exceed it.
-func StuckFloor(commitInterval, retryBudget time.Duration) time.Duration {
-	return commitInterval + retryBudget
+// StuckFloor is how long a live member's transaction may stay open: a
+// commit interval. A handler's calls, however slow, and its retries run
+// beside the loop (calls.go), which commits on the interval meanwhile.
+// Config.FenceStuckAfter must exceed it.
+func StuckFloor(commitInterval time.Duration) time.Duration {
+	return commitInterval
 }
 
 // StuckBound is Config.FenceStuckAfter for a configured value (0: the
 // default, DefaultFenceStuckAfter or twice StuckFloor when longer).
-func StuckBound(commitInterval, retryBudget, configured time.Duration) time.Duration {
+func StuckBound(commitInterval, configured time.Duration) time.Duration {
 	if configured != 0 {
 		return configured
 	}
-	return max(DefaultFenceStuckAfter, 2*StuckFloor(commitInterval, retryBudget))
+	return max(DefaultFenceStuckAfter, 2*StuckFloor(commitInterval))
 }
 
 // stuckWatch is the Processor's watcher of stuck transactions. Its members'

@@ -127,17 +127,16 @@ func TestStuckTracker(t *testing.T) {
 // kept.
 func TestStuckBound(t *testing.T) {
 	cases := []struct {
-		name                                    string
-		commitInterval, retryBudget, configured time.Duration
-		want                                    time.Duration
+		name                       string
+		commitInterval, configured time.Duration
+		want                       time.Duration
 	}{
-		{"defaults", 100 * time.Millisecond, 700 * time.Millisecond, 0, 2 * time.Second},
-		{"a long retry budget doubles the floor", 100 * time.Millisecond, 1500 * time.Millisecond, 0, 3200 * time.Millisecond},
-		{"a long commit interval doubles the floor", 5 * time.Second, 0, 0, 10 * time.Second},
-		{"configured", 100 * time.Millisecond, 700 * time.Millisecond, 900 * time.Millisecond, 900 * time.Millisecond},
+		{"defaults", 100 * time.Millisecond, 0, 2 * time.Second},
+		{"a long commit interval doubles the floor", 5 * time.Second, 0, 10 * time.Second},
+		{"configured", 100 * time.Millisecond, 900 * time.Millisecond, 900 * time.Millisecond},
 	}
 	for _, c := range cases {
-		if got := StuckBound(c.commitInterval, c.retryBudget, c.configured); got != c.want {
+		if got := StuckBound(c.commitInterval, c.configured); got != c.want {
 			t.Errorf("%s: StuckBound = %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -22,7 +22,7 @@ func TestUnreadableTableStopsTheMember(t *testing.T) {
 	m := newTestMember(t, prod, 0)
 	msg := loopMessage(m.topo, 1) // partition 0, keyed by its event ID
 	m.tables[0].store.Set(string(msg.Key), []byte("not a seen record"))
-	m.process(benchSession{ctx: context.Background()}, prepared(m, msg))
+	processNow(m, benchSession{ctx: context.Background()}, prepared(m, msg))
 	if !m.failed || prod.aborts != 1 {
 		t.Fatalf("failed %v after %d aborts, want the transaction aborted once", m.failed, prod.aborts)
 	}

@@ -296,13 +296,8 @@ func (cfg *Config) Validate() error {
 	if cfg.RetryBackoff < 0 {
 		bad("retry-backoff", "%v must not be negative", cfg.RetryBackoff)
 	}
-	budget := (&dedup.Topology{HandlerRetries: cfg.HandlerRetries, RetryBackoff: cfg.RetryBackoff}).RetryBudget()
-	if limit := processor.DefaultTransactionTimeout / 2; cfg.Guarantee == ExactlyOnce && budget > limit {
-		bad("handler-retries", "%d retries from a %v backoff (--retry-backoff) wait up to %v for one event; a member's transaction waits "+
-			"with it, so keep it under %v (half the transaction timeout)", cfg.HandlerRetries, cfg.RetryBackoff, budget, limit)
-	}
-	if floor := processor.StuckFloor(cfg.CommitInterval, budget); cfg.FenceStuckAfter > 0 && cfg.FenceStuckAfter <= floor {
-		bad("fence-stuck-after", "%v: must exceed --commit-interval plus the handler's retry budget (%v): "+
+	if floor := processor.StuckFloor(cfg.CommitInterval); cfg.FenceStuckAfter > 0 && cfg.FenceStuckAfter <= floor {
+		bad("fence-stuck-after", "%v: must exceed --commit-interval (%v): "+
 			"a live instance's transaction may stay open that long", cfg.FenceStuckAfter, floor)
 	}
 	if cfg.Replication == 0 || cfg.Replication < -1 || cfg.Replication > 32767 {

@@ -15,12 +15,8 @@ import (
 )
 
 // ProcessRecord processes one consumed record, which the runtime ran
-// through Prepare. From the input topic it loops the event to its dedup
-// key's partition when the record key is not the dedup key (the table is
-// keyed by record key), unless the runtime owns that partition
-// (Runtime.LoopTable) or the topology judges events where they arrived
-// (dedup.RekeyNever). Then it judges, runs the handler, emits the outputs
-// and marks the key seen.
+// through Prepare, to its end on the calling goroutine: StartRecord, and
+// the handler's call (Call.Run, Call.Finish) when it needs one.
 //
 // A non-nil error means the runtime must not commit what this record wrote:
 // dedup.ErrInterrupted when the handler stopped because the runtime's
@@ -28,32 +24,64 @@ import (
 // read, a record it cannot write, dedup.RekeyNever on a runtime that cannot
 // read the table by key).
 func ProcessRecord(t *dedup.Topology, rt Runtime, p *Prepared, raw []byte) error {
+	var c Call
+	if started, err := StartRecord(t, rt, p, raw, &c); err != nil || !started {
+		return err
+	}
+	c.Run(rt.Context())
+	return c.Finish(rt)
+}
+
+// StartRecord does all of one record's processing that needs no handler
+// call. From the input topic it loops the event to its dedup key's
+// partition when the record key is not the dedup key (the table is keyed by
+// record key), unless the runtime owns that partition (Runtime.LoopTable)
+// or the topology judges events where they arrived (dedup.RekeyNever).
+// Then it judges. A first-seen event fills in c and returns true: the
+// runtime runs the call (Call.Run, on any goroutine) and then finishes it
+// (Call.Finish, where the runtime writes), which emits the outputs and
+// marks the key seen. false: the record is done (a duplicate, looped,
+// dead-lettered, skipped). Errors are ProcessRecord's. c is the caller's,
+// so that a runtime can keep it with its own state in one allocation.
+func StartRecord(t *dedup.Topology, rt Runtime, p *Prepared, raw []byte, c *Call) (bool, error) {
 	if p.reason != "" {
-		return deadLetter(t, rt, p, raw, p.reason, p.err)
+		return false, deadLetter(t, rt, p, raw, p.reason, p.err)
 	}
 	rekeyed := !p.fromLoop && p.key != p.recKey
 	if rekeyed && t.Rekey != dedup.RekeyNever {
 		if table, ok := rt.LoopTable(p.key); ok {
-			return judge(t, rt, table, p, raw)
+			return judge(t, rt, table, p, raw, c)
 		}
-		return loop(t, rt, p, raw, false)
+		return false, loop(t, rt, p, raw, false)
 	}
 	table, err := rt.Table(p.key)
 	switch {
 	case errors.Is(err, ErrTableElsewhere) && !p.fromLoop && t.Rekey != dedup.RekeyNever:
-		return loop(t, rt, p, raw, true)
+		return false, loop(t, rt, p, raw, true)
 	case err != nil && rekeyed:
-		return fmt.Errorf("rekey=never needs a runtime that reads the table by key (the exactly-once runtime): %w", err)
+		return false, fmt.Errorf("rekey=never needs a runtime that reads the table by key (the exactly-once runtime): %w", err)
 	case err != nil:
-		return err
+		return false, err
 	case rekeyed && p.recKey == "":
 		// Copies of one event are judged together only when they share a
 		// record key; a keyless record lands on any partition, so judging
 		// it there could let a duplicate by.
-		return deadLetter(t, rt, p, raw, dedup.ReasonNoRecordKey, errors.New("record has no key, and with rekey=never an event is "+
+		return false, deadLetter(t, rt, p, raw, dedup.ReasonNoRecordKey, errors.New("record has no key, and with rekey=never an event is "+
 			"judged in its record key's partition: key the records (by aggregate or event ID) or use rekey=always"))
 	}
-	return judge(t, rt, table, p, raw)
+	return judge(t, rt, table, p, raw, c)
+}
+
+// Keys are the keys whose events must run one after the other: the dedup
+// key of a prepared record, and its record key when the topology orders by
+// it ("" when not). A runtime that runs several calls at once holds a
+// record back while a call of either key runs. A record that StartRecord
+// loops elsewhere is judged under the same dedup key where it arrives.
+func Keys(t *dedup.Topology, p *Prepared) (dedupKey, recordKey string) {
+	if t.OrderByRecordKey {
+		return p.key, p.recKey
+	}
+	return p.key, ""
 }
 
 // loop sends the event to the loop topic under its dedup key, with its
@@ -76,34 +104,64 @@ func loop(t *dedup.Topology, rt Runtime, p *Prepared, raw []byte, forward bool) 
 	return nil
 }
 
-func judge(t *dedup.Topology, rt Runtime, table Table, p *Prepared, raw []byte) error {
+func judge(t *dedup.Topology, rt Runtime, table Table, p *Prepared, raw []byte, c *Call) (bool, error) {
 	now := now(t)
 	existing, err := table.Get(p.key)
 	if err != nil {
-		return err
+		return false, err
 	}
 	obs := observer(t)
 	part := p.pos.Partition
 	switch t.Table.Judge(existing, dedup.EventTime(p.event, p.pos), now) {
 	case dedup.Duplicate:
 		obs.Skipped(part)
-		return nil
+		return false, nil
 	case dedup.Expired:
 		obs.Expired(part)
 	case dedup.TooOld:
 		obs.TooOld(part)
 		switch t.StaleEvents {
 		case dedup.StaleSkip:
-			return nil
+			return false, nil
 		case dedup.StaleDeadLetter:
-			return deadLetter(t, rt, p, raw, dedup.ReasonTooOld, fmt.Errorf("event time %v is older than the retention %v: the table cannot judge it",
+			return false, deadLetter(t, rt, p, raw, dedup.ReasonTooOld, fmt.Errorf("event time %v is older than the retention %v: the table cannot judge it",
 				dedup.EventTime(p.event, p.pos).UTC().Format(time.RFC3339), t.Table.Retention))
 		}
 	}
-
 	ev := &dedup.Event{Position: p.pos, Key: p.recKey, Headers: p.headers, Value: p.event.Raw,
 		EventID: p.event.EventID, AggregateID: p.event.AggregateID, Envelope: p.event}
-	outs, reason, err := handle(t, rt.Context(), ev)
+	*c = Call{t: t, table: table, p: p, raw: raw, ev: ev, now: now}
+	return true, nil
+}
+
+// Call is the handler's call for one first-seen event, between StartRecord
+// and Finish. Run may run on any goroutine; the runtime's writes (Finish)
+// stay on the runtime's.
+type Call struct {
+	t     *dedup.Topology
+	table Table
+	p     *Prepared
+	raw   []byte
+	ev    *dedup.Event
+	now   time.Time // the judgement's, also the seen mark's
+
+	outs   []dedup.Message
+	reason string
+	err    error
+}
+
+// Run calls the handler with its retries under ctx.
+func (c *Call) Run(ctx context.Context) { c.outs, c.reason, c.err = handle(c.t, ctx, c.ev) }
+
+// Interrupted says Run stopped because its ctx ended: Finish returns
+// dedup.ErrInterrupted, and nothing of the event may be kept.
+func (c *Call) Interrupted() bool { return errors.Is(c.err, dedup.ErrInterrupted) }
+
+// Finish writes what Run returned through rt: the outputs and the seen
+// mark, or a dead letter.
+func (c *Call) Finish(rt Runtime) error {
+	t, p := c.t, c.p
+	outs, reason, err := c.outs, c.reason, c.err
 	if errors.Is(err, dedup.ErrInterrupted) {
 		return err
 	}
@@ -116,7 +174,7 @@ func judge(t *dedup.Topology, rt Runtime, table Table, p *Prepared, raw []byte) 
 	}
 	if err != nil {
 		// Not marked: a re-drive from the dead-letter topic processes it.
-		return deadLetter(t, rt, p, raw, reason, err)
+		return deadLetter(t, rt, p, c.raw, reason, err)
 	}
 	for _, m := range outs {
 		topic := m.Topic
@@ -127,10 +185,10 @@ func judge(t *dedup.Topology, rt Runtime, table Table, p *Prepared, raw []byte) 
 			return err
 		}
 	}
-	if err := table.Set(p.key, t.Table.Record(p.event, p.pos, now)); err != nil {
+	if err := c.table.Set(p.key, t.Table.Record(p.event, p.pos, c.now)); err != nil {
 		return err
 	}
-	obs.Processed(part, now.Sub(p.pos.Timestamp))
+	observer(t).Processed(p.pos.Partition, c.now.Sub(p.pos.Timestamp))
 	return nil
 }
 
@@ -186,15 +244,25 @@ func handle(t *dedup.Topology, ctx context.Context, ev *dedup.Event) ([]dedup.Me
 	}
 }
 
-// call runs the handler once, turning a panic into an error.
+// call runs the handler once under its timeout, turning a panic into an
+// error. A call that outlives Topology.HandlerTimeout fails like any other
+// attempt: its ctx says DeadlineExceeded while ctx itself goes on.
 func call(t *dedup.Topology, ctx context.Context, ev *dedup.Event) (outs []dedup.Message, err error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, t.CallTimeout(), errCallTimeout)
+	defer cancel()
 	defer func() {
 		if r := recover(); r != nil {
 			outs, err = nil, &panicError{value: r, stack: debug.Stack()}
 		}
+		if err != nil && context.Cause(ctx) == errCallTimeout {
+			err = fmt.Errorf("handler call ran past the handler timeout %v: %w", t.CallTimeout(), err)
+		}
 	}()
 	return t.Handler.Handle(ctx, ev)
 }
+
+// errCallTimeout is the cause of a call's ctx that ran past the timeout.
+var errCallTimeout = errors.New("handler timeout")
 
 // deadLetter writes the record to the dead-letter topic with the reason and
 // where it was read from the input: for a record that came through the loop
