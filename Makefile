@@ -33,8 +33,11 @@ build:
 	$(GO) build -ldflags "-X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) \
 	  -X $(BUILDINFO).buildTime=$(BUILD_TIME)" -o bin/processor ./cmd/processor
 
+# A cold build takes a minute or two, so it says so before it starts.
 demo:
-	$(GO) run ./cmd/processor demo
+	@echo "make demo: building the worker (a minute or two the first time), then running it"
+	@$(MAKE) --no-print-directory -s build
+	bin/processor demo
 
 # The linters run at the versions internal/tools/go.mod pins, a module of its
 # own: their dependencies stay out of the library's go.mod (a `tool` directive
