@@ -51,7 +51,8 @@ type manifests struct {
 	kust        kustomization
 	namespace   *corev1.Namespace
 	configMap   *corev1.ConfigMap
-	secret      *corev1.Secret
+	secret      *corev1.Secret // the SASL password's, taken with envFrom
+	peerSecret  *corev1.Secret // peerSecretName, mounted as a file
 	statefulSet *appsv1.StatefulSet
 	pdb         *policyv1.PodDisruptionBudget
 	services    []*corev1.Service
@@ -160,7 +161,11 @@ func loadManifests(t *testing.T) manifests {
 		case *corev1.ConfigMap:
 			m.configMap, name = o, o.Name
 		case *corev1.Secret:
-			m.secret, name = o, o.Name
+			if o.Name == peerSecretName {
+				m.peerSecret, name = o, o.Name
+			} else {
+				m.secret, name = o, o.Name
+			}
 		case *appsv1.StatefulSet:
 			m.statefulSet, name = o, o.Name
 		case *policyv1.PodDisruptionBudget:
@@ -175,9 +180,10 @@ func loadManifests(t *testing.T) manifests {
 		}
 		m.files[gvk.Kind+"/"+name] = file
 	}
-	if m.namespace == nil || m.configMap == nil || m.secret == nil || m.statefulSet == nil || m.pdb == nil ||
+	if m.namespace == nil || m.configMap == nil || m.secret == nil || m.peerSecret == nil || m.statefulSet == nil || m.pdb == nil ||
 		len(m.services) != 2 || m.podMonitor == nil {
-		t.Fatalf("want a Namespace, ConfigMap, Secret, StatefulSet, PodDisruptionBudget, PodMonitor and two Services; got %v",
+		t.Fatalf("want a Namespace, ConfigMap, two Secrets (%s one), StatefulSet, PodDisruptionBudget, PodMonitor and two Services; got %v",
+			peerSecretName,
 			slices.Sorted(maps.Keys(m.files)))
 	}
 	return m
