@@ -122,6 +122,9 @@ func (w *peerWatch) peers(client *sarama.Client) (map[string]string, error) {
 		return nil, err
 	}
 	peers := map[string]string{}
+	// A name two members advertise at different addresses is watched at
+	// neither: one of them may relay the other's handshake to fake its death.
+	twice := map[string]bool{}
 	for _, m := range g.Members {
 		meta, err := m.GetMemberMetadata()
 		if err != nil || meta == nil {
@@ -139,7 +142,15 @@ func (w *peerWatch) peers(client *sarama.Client) (map[string]string, error) {
 			}
 			continue
 		}
+		if prev, ok := peers[host]; ok && prev != addr {
+			twice[host] = true
+		}
 		peers[host] = addr
+	}
+	for host := range twice {
+		delete(peers, host)
+		w.fence.log.Warn("two members of the group advertise one instance name at different liveness addresses: "+
+			"neither is watched", "instance", host)
 	}
 	return peers, nil
 }
