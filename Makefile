@@ -172,7 +172,7 @@ chaos-short:
 # 127.0.0.1:29092 (data in .kafka-bench, deleted afterwards; never the broker of
 # `make test`), Redis and PostgreSQL on 26379/25432 (apt-get installed when missing),
 # runs every contender 3 times on 1M events, measures latency, restore and memory,
-# and writes docs/benchmarks.md and its charts. About 30 minutes on 2 cores.
+# and writes docs/benchmarks.md and its charts. The page says how long its run took.
 # The Kafka Streams contenders need java (17) and mvn: the harness builds
 # bench/kstreams/target/dedup-kstreams.jar with `mvn -q -B package` when it is
 # missing or older than its sources.
