@@ -50,7 +50,7 @@ type Config struct {
 	PeerAdvertise   string
 	PeerSecretFile  string
 	// PeerSecret is read by Validate from PeerSecretFile or DEDUP_PEER_SECRET.
-	PeerSecret []byte
+	PeerSecret      []byte
 	LeaveGroup      bool
 	StandbyReplicas int
 	SweepInterval   time.Duration
