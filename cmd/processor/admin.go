@@ -38,14 +38,20 @@ func newAdminFlags(name string) *adminFlags {
 	a := &adminFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
 	a.fs.Func("brokers", "comma-separated Kafka bootstrap brokers", func(s string) error { a.brokers = splitList(s); return nil })
 	securityFlags(a.fs, &a.security)
-	a.fs.StringVar(&a.group, "group", "", "consumer group (required)")
-	a.fs.StringVar(&a.input, "input", "", "the group's input topics, comma-separated (reset-offsets moves the group on each)")
+	a.fs.StringVar(&a.group, "group", "", "consumer group")
+	a.fs.StringVar(&a.input, "input", "", "the group's input topics, comma-separated")
 	a.fs.StringVar(&a.stateDir, "state-dir", "./state", "the worker's state directory")
 	return a
 }
 
 // parse reads the environment, then args, and checks the named flags.
 func (a *adminFlags) parse(args []string, required ...string) error {
+	// -h marks the flags the command requires.
+	for _, r := range required {
+		if f := a.fs.Lookup(r); !strings.HasSuffix(f.Usage, "(required)") {
+			f.Usage += " (required)"
+		}
+	}
 	var errs []error
 	a.fs.VisitAll(func(f *flag.Flag) {
 		if v, ok := os.LookupEnv(envName(f.Name)); ok {
@@ -293,8 +299,13 @@ func runResetState(args []string, out io.Writer) error {
 // runTable inspects the local table of a stopped worker:
 // `table get <id> [--source S]` or `table stats`.
 func runTable(args []string, out io.Writer) error {
+	const tableUsage = "usage: processor table get <id> | stats --group G --state-dir D"
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprintln(out, tableUsage+"\n\nprocessor table get -h and processor table stats -h list the flags.")
+		return flag.ErrHelp
+	}
 	if len(args) == 0 || (args[0] != "get" && args[0] != "stats") {
-		return errors.New("usage: processor table get <id> | stats --group G --state-dir D")
+		return errors.New(tableUsage)
 	}
 	sub := args[0]
 	a := newAdminFlags("processor table " + sub)

@@ -24,13 +24,13 @@ import (
 const usage = `usage: processor <command> [flags]
 
 commands:
-  run    run the worker (processor run -h lists the flags)
-  demo   run the worker on an embedded Kafka-protocol broker with a sample stream
+  run            run the worker (processor run -h lists the flags)
+  demo           run the worker on an embedded Kafka-protocol broker with a sample stream
   reset-offsets  move a stopped group's input offsets for a replay (--to, --dry-run)
   reset-state    delete a stopped group's table topic and local state (--yes)
   table          inspect a stopped worker's local table: table get <id> | table stats
   redrive        move dead letters back to their input once the cause is fixed (--reason, --dry-run)
-  verify check that every input event was output exactly once (processor verify -h)
+  verify         check that every input event was output exactly once (processor verify -h)
   probe          ask a running worker's /healthz or /readyz; exit 0 on 200 (a container health check)
   version        print the version, commit and Go version of this build
 `
