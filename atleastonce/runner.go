@@ -133,6 +133,9 @@ func newRunner(ctx context.Context, cfg Config, topo *dedup.Topology) (*Runner, 
 	if topo.Rekey == dedup.RekeyNever {
 		return nil, errors.New("rekey never: goka's context reads the table only under the record key; use the exactly-once runtime")
 	}
+	if topo.Concurrency > 1 {
+		return nil, fmt.Errorf("concurrency %d: goka's runtime runs a partition's handler calls one at a time; use the exactly-once runtime", topo.Concurrency)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,5 +58,18 @@ func TestStopWhileGokaStartsIsClean(t *testing.T) {
 	}
 	if err := r.Run(stopped); err != nil {
 		t.Fatalf("Run stopped at start: %v, want a clean stop", err)
+	}
+}
+
+// Goka's runtime runs a partition's calls one at a time: a topology that
+// asks for more is refused before anything connects, not run at one.
+func TestNewRefusesConcurrency(t *testing.T) {
+	topo, err := dedup.Define("g", dedup.Input("in"), dedup.Output("out"), dedup.Concurrency(8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(context.Background(), Config{Brokers: []string{"127.0.0.1:1"}, StateDir: t.TempDir(), CommitInterval: time.Second}, topo)
+	if err == nil || !strings.Contains(err.Error(), "concurrency 8") {
+		t.Fatalf("New: %v, want concurrency refused", err)
 	}
 }

@@ -30,6 +30,9 @@ type Runtime struct {
 	filterBytes     *prometheus.GaugeVec
 	standbyLag      *prometheus.GaugeVec
 	rebalanceTook   prometheus.Histogram
+	callsInFlight   prometheus.Gauge
+	callSeconds     prometheus.Histogram
+	keyWaitSeconds  prometheus.Histogram
 }
 
 // NewRuntime registers the runtime metrics next to m's on reg.
@@ -80,9 +83,17 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 			Help: "From a member's stop (its first join, or the end of its previous session: revoked, aborted or failed) " +
 				"until every partition it claimed is restored (partitions restored earlier process meanwhile).",
 			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}),
+		callsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "dedup", Name: "handler_calls_in_flight",
+			Help: "Handler calls running now (at most Concurrency per member).", ConstLabels: labels}),
+		callSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "dedup", Name: "handler_call_seconds",
+			Help:        "Time from a handler call's start until it returned, its retries and their backoff included.",
+			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 18)}),
+		keyWaitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "dedup", Name: "key_wait_seconds",
+			Help: "Time a record waited for a running call of its key (dedup key, or record key under OrderByRecordKey) " +
+				"to end; the records behind it waited with it.", ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 18)}),
 	}
 	reg.MustRegister(r.swept, r.committed, r.stalls, r.txnRecords, r.fencings, r.deadFenced, r.stuckFenced, r.peers, r.peerDeaths, r.peerFenced, r.rebalances, r.restored, r.aborted, r.commitSeconds,
-		r.restoreRemainig, r.filterBytes, r.standbyLag, r.rebalanceTook, r.tableOpens)
+		r.restoreRemainig, r.filterBytes, r.standbyLag, r.rebalanceTook, r.tableOpens, r.callsInFlight, r.callSeconds, r.keyWaitSeconds)
 	// At 0 from the start, so that the first abort is an increase() an
 	// alert sees and a dashboard's query finds the series before any abort.
 	for _, reason := range []string{"fenced", "error", "interrupted"} {
@@ -93,6 +104,14 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 	}
 	return r
 }
+
+// CallStarted, CallEnded and KeyWaited make Runtime a processor.CallHooks.
+func (r *Runtime) CallStarted() { r.callsInFlight.Inc() }
+func (r *Runtime) CallEnded(took time.Duration) {
+	r.callsInFlight.Dec()
+	r.callSeconds.Observe(took.Seconds())
+}
+func (r *Runtime) KeyWaited(took time.Duration) { r.keyWaitSeconds.Observe(took.Seconds()) }
 
 func (r *Runtime) TxnCommitted(took time.Duration, records int) {
 	r.committed.Inc()

@@ -1,6 +1,8 @@
 package processor
 
 import (
+	"time"
+
 	"github.com/dedupkit/dedup/internal/engine"
 )
 
@@ -48,6 +50,7 @@ type calls struct {
 	// partition's entry stays once made: one per partition of the session.
 	parts map[topicPartition]*heldOffsets
 	held  int
+	hooks CallHooks
 }
 
 // heldOffsets are one partition's offsets that calls hold, ascending (a
@@ -61,29 +64,30 @@ type heldOffsets struct {
 // flight is one record in the loop, and its call once started: one
 // allocation per record for all of it.
 type flight struct {
-	in   inbound
-	call engine.Call
-	rt   txnContext
-	tp   topicPartition
-	keys [2]string // dedup key, record key ("" when not ordered by it)
+	in      inbound
+	call    engine.Call
+	rt      txnContext
+	tp      topicPartition
+	keys    [2]string // dedup key, record key ("" when not ordered by it)
+	started time.Time // of the call
 }
 
-func newCalls(limit int) *calls {
+func newCalls(limit int, hooks CallHooks) *calls {
 	return &calls{limit: limit, jobs: make(chan *flight, limit), results: make(chan *flight, limit), keys: map[string]int{},
-		parts: map[topicPartition]*heldOffsets{}}
+		parts: map[topicPartition]*heldOffsets{}, hooks: hooks}
 }
 
 // free says a record of these keys may be started now.
-func (c *calls) free(keys [2]string) bool {
-	if c.running >= c.limit {
-		return false
-	}
+func (c *calls) free(keys [2]string) bool { return c.running < c.limit && !c.busy(keys) }
+
+// busy says a call of one of these keys runs.
+func (c *calls) busy(keys [2]string) bool {
 	for _, k := range keys {
 		if k != "" && c.keys[k] > 0 {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // start starts f's call on a worker, first starting one if each is busy.
@@ -106,6 +110,8 @@ func (c *calls) work() {
 
 // note notes a started call.
 func (c *calls) note(f *flight) {
+	f.started = time.Now()
+	c.hooks.CallStarted()
 	c.running++
 	for _, k := range f.keys {
 		if k != "" {
@@ -123,6 +129,7 @@ func (c *calls) note(f *flight) {
 
 // stopped notes that f's call returned; its keys are free again.
 func (c *calls) stopped(f *flight) {
+	c.hooks.CallEnded(time.Since(f.started))
 	c.running--
 	for _, k := range f.keys {
 		if k != "" {

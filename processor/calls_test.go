@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/IBM/sarama"
+
+	"github.com/dedupkit/dedup/metrics"
 )
 
 // TestCallsCommitThePrefixOfDoneEvents drives the calls' bookkeeping
@@ -48,7 +50,7 @@ func TestCallsCommitThePrefixOfDoneEvents(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cs := newCalls(10)
+			cs := newCalls(10, nopCallHooks{})
 			flights := map[topicPartition]map[int64]*flight{}
 			for i, s := range c.steps {
 				switch s.op {
@@ -75,7 +77,7 @@ func TestCallsCommitThePrefixOfDoneEvents(t *testing.T) {
 // or (ordered by record key) its record key runs, and while every call is
 // taken.
 func TestCallsHoldBackABusyKey(t *testing.T) {
-	cs := newCalls(2)
+	cs := newCalls(2, nopCallHooks{})
 	f := &flight{in: inbound{msg: &sarama.ConsumerMessage{Offset: 1}}, keys: [2]string{"evt-1", "acct-1"}}
 	cs.note(f)
 	cases := []struct {
@@ -102,3 +104,6 @@ func TestCallsHoldBackABusyKey(t *testing.T) {
 		t.Error("evt-1's key still busy after its call returned")
 	}
 }
+
+// The worker's metrics are told of the calls.
+var _ CallHooks = (*metrics.Runtime)(nil)

@@ -13,10 +13,12 @@ import (
 // input while the loop is busy with older records.
 const lagInterval = time.Second
 
-// claimProgress is the next offset of a claimed partition the loop has yet
-// to process. The loop stores it after each batch; the claim's lag watcher
-// reads it.
-type claimProgress struct{ next atomic.Int64 }
+// claimProgress is how far the loop got in a claimed partition: next, the
+// next offset it has yet to take (stored after each batch; the stuck watch
+// reads it), and done, the offset before which every event is done, its
+// handler call included (stored per event; the lag watcher reads it, so
+// that events whose calls still run count as lag).
+type claimProgress struct{ next, done atomic.Int64 }
 
 // claimProgress starts a claim's progress at its initial offset. A group
 // without a committed offset on the partition starts at sarama's
@@ -35,6 +37,7 @@ func (m *member) claimProgress(claim sarama.ConsumerGroupClaim) *claimProgress {
 		next = off
 	}
 	p.next.Store(next)
+	p.done.Store(next)
 	return p
 }
 
@@ -43,8 +46,8 @@ func (m *member) claimProgress(claim sarama.ConsumerGroupClaim) *claimProgress {
 // ConsumeClaim owns it, so it has stopped before Cleanup drops the
 // partition's series (PartitionRevoked) and never brings them back.
 //
-// The lag is the claim's HighWaterMarkOffset minus the next offset to
-// process. sarama takes that offset from each fetch response's high-water
+// The lag is the claim's HighWaterMarkOffset minus the offset before which
+// every event is done (claimProgress.done). sarama takes that offset from each fetch response's high-water
 // mark (and from a ListOffsets for the latest offset at the claim's start):
 // it is the log end, not the last stable offset, even with read_committed,
 // since sarama does not expose the fetch response's last stable offset. So
@@ -57,8 +60,8 @@ func (m *member) claimProgress(claim sarama.ConsumerGroupClaim) *claimProgress {
 // freezes it, and dedup_uncommitted_seconds tells that instead.
 func (m *member) watchLag(claim sarama.ConsumerGroupClaim, progress *claimProgress) (stop func()) {
 	report := func() {
-		if next := progress.next.Load(); next >= 0 {
-			m.hooks.ConsumerLag(claim.Topic(), claim.Partition(), max(claim.HighWaterMarkOffset()-next, 0))
+		if done := progress.done.Load(); done >= 0 {
+			m.hooks.ConsumerLag(claim.Topic(), claim.Partition(), max(claim.HighWaterMarkOffset()-done, 0))
 		}
 	}
 	report()

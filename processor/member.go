@@ -491,9 +491,13 @@ func (m *member) process(sess sarama.ConsumerGroupSession, in inbound) {
 	f := &flight{in: in, tp: topicPartition{msg.Topic, msg.Partition}}
 	f.keys[0], f.keys[1] = engine.Keys(m.topo, in.prep)
 	if !m.calls.free(f.keys) {
+		waited, busy := time.Now(), m.calls.busy(f.keys)
 		m.awaitCalls(sess, func() bool { return m.failed || m.calls.free(f.keys) })
 		if m.failed {
 			return
+		}
+		if busy {
+			m.calls.hooks.KeyWaited(time.Since(waited))
 		}
 	}
 	f.rt = txnContext{m: m, ctx: sess.Context(), table: t, partition: msg.Partition}
@@ -503,7 +507,7 @@ func (m *member) process(sess sarama.ConsumerGroupSession, in inbound) {
 		return
 	}
 	if !started {
-		m.markDone(f.tp, msg.Offset, false)
+		m.markDone(f.tp, msg.Offset, false, in.progress)
 		return
 	}
 	m.calls.start(f)
@@ -529,7 +533,7 @@ func (m *member) finishCall(sess sarama.ConsumerGroupSession, f *flight) {
 		m.failedAt(msg, err)
 		return
 	}
-	m.markDone(f.tp, msg.Offset, true)
+	m.markDone(f.tp, msg.Offset, true, f.in.progress)
 }
 
 // callReturned finishes a call that returned and ends the transaction when
@@ -540,9 +544,12 @@ func (m *member) callReturned(sess sarama.ConsumerGroupSession, f *flight) {
 }
 
 // markDone notes the event at off of tp done: the partition's committable
-// offset moves as far as the calls let it.
-func (m *member) markDone(tp topicPartition, off int64, called bool) {
+// offset moves as far as the calls let it, and so does its lag.
+func (m *member) markDone(tp topicPartition, off int64, called bool, progress *claimProgress) {
 	next := m.calls.done(tp, off, called)
+	if progress != nil {
+		progress.done.Store(next)
+	}
 	if m.txn.offsets[tp.topic] == nil {
 		m.txn.offsets[tp.topic] = map[int32]int64{}
 	}

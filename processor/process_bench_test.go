@@ -46,7 +46,7 @@ func newTestMember(tb testing.TB, producer sarama.AsyncProducer, partitions ...i
 	m := &member{cfg: cfg, topo: topo, hooks: NopHooks{}, log: cfg.Logger, memberName: "bench-0",
 		tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: benchPartitions,
 		tables: map[int32]*partitionTable{}, txn: newTxnState(), producer: producer, cancelSession: func() {},
-		calls: newCalls(topo.Calls())}
+		calls: newCalls(topo.Calls(), nopCallHooks{})}
 	for _, p := range partitions {
 		s, err := openStore(tb.TempDir(), seenExpiry, nil)
 		if err != nil {
