@@ -41,6 +41,7 @@ var figureSettings = map[string]string{
 	"60 s":    "the StatefulSet's grace period; the alert's threshold",
 	"150 s":   "the StatefulSet's startup probe budget",
 	"5 min":   "the default of --live-stall-after",
+	"1 min":   "the default handler timeout",
 	"95%":     "the memory alert's threshold",
 	"160 MiB": "the memory a concurrent restore is allowed",
 	"1 MiB":   "the changelog fetch size and the memtable size",
