@@ -161,8 +161,10 @@ func prepareTopics(ctx context.Context, cfg *Config, topo *dedup.Topology) (part
 			if err := kafkautil.CheckGroup(admin, topo.Group); err != nil {
 				return err
 			}
+			// EnsureGroupTopics has just made every topic asked here, so
+			// one the broker does not know was created a moment ago.
 			limit, unread, err = readRecordLimit(admin, topo)
-			return err
+			return kafkautil.NotVisibleYet(err)
 		})
 	if err == nil {
 		err = checkRecordLimit(limit)

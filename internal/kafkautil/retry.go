@@ -138,14 +138,51 @@ func tooFewBrokers(err error) bool {
 	return errors.As(err, &topicErr) && topicErr.ErrMsg != nil && strings.Contains(*topicErr.ErrMsg, "broker")
 }
 
+// ErrNotVisibleYet marks an UNKNOWN_TOPIC_OR_PARTITION answer about a topic
+// that is known to exist: one of the group's own topics that this instance
+// or another one of the group created a moment ago (the creation was
+// answered, or answered TOPIC_ALREADY_EXISTS), which the broker asked has
+// not yet applied to its metadata. Instances of a group that start together
+// all meet it, for a few milliseconds on one broker and longer on a cluster;
+// it is transient like any UNKNOWN_TOPIC_OR_PARTITION.
+var ErrNotVisibleYet = errors.New("topic created a moment ago, not in the broker's metadata yet")
+
+// NotVisibleYet returns err marked with ErrNotVisibleYet when it is an
+// UNKNOWN_TOPIC_OR_PARTITION; the caller knows the topics it asked about
+// exist. Any other err is returned as it is.
+func NotVisibleYet(err error) error {
+	if errors.Is(err, sarama.ErrUnknownTopicOrPartition) && !errors.Is(err, ErrNotVisibleYet) {
+		return fmt.Errorf("%w: %w", ErrNotVisibleYet, err)
+	}
+	return err
+}
+
+// settleGrace is how long Retry treats ErrNotVisibleYet as the expected race
+// of instances starting together, logging its retries at Info. Past it the
+// broker is slow to apply its metadata, which is worth a warning.
+const settleGrace = 5 * time.Second
+
+// retryLog is the level and message of a retry after an attempt that failed
+// with err, waited after the first attempt began: Info for ErrNotVisibleYet
+// within settleGrace, Warn for anything else or for longer.
+func retryLog(err error, waited time.Duration) (slog.Level, string) {
+	if errors.Is(err, ErrNotVisibleYet) && waited < settleGrace {
+		return slog.LevelInfo, "waiting for a topic the group just created to reach the broker's metadata, retrying"
+	}
+	return slog.LevelWarn, "kafka not ready, retrying"
+}
+
 // Retry calls attempt until it returns nil or an error that is not
 // Transient, ctx is done, or timeout has passed since the first call. It
 // waits between attempts, starting at 250 ms and doubling up to 5 s, and logs
-// every retry at Warn with step naming what is being done. A non-transient
+// every retry with step naming what is being done: at Warn, except a topic
+// of the group not visible yet (ErrNotVisibleYet) during its first
+// settleGrace, which is logged at Info (retryLog). A non-transient
 // error is returned at once; the last transient error is returned wrapped
 // with how long it was retried.
 func Retry(ctx context.Context, log *slog.Logger, step string, timeout time.Duration, attempt func() error) error {
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
 	backoff := firstBackoff
 	for n := 1; ; n++ {
 		err := attempt()
@@ -165,7 +202,8 @@ func Retry(ctx context.Context, log *slog.Logger, step string, timeout time.Dura
 		if h != "" {
 			attrs = append(attrs, "hint", h)
 		}
-		log.Warn("kafka not ready, retrying", attrs...)
+		level, msg := retryLog(err, time.Since(start))
+		log.Log(ctx, level, msg, attrs...)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -192,5 +193,73 @@ func TestRetryStopsWhenContextIsDone(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d attempts after cancel, want 1", n)
+	}
+}
+
+func TestRetryLog(t *testing.T) {
+	unknown := fmt.Errorf("describe topic %q: %w", "g-table", sarama.ErrUnknownTopicOrPartition)
+	for _, tc := range []struct {
+		name   string
+		err    error
+		waited time.Duration
+		want   slog.Level
+	}{
+		{"group topic not visible yet, first attempt", NotVisibleYet(unknown), 0, slog.LevelInfo},
+		{"group topic not visible yet, after a few attempts", NotVisibleYet(unknown), 4 * time.Second, slog.LevelInfo},
+		{"group topic still not visible", NotVisibleYet(unknown), settleGrace, slog.LevelWarn},
+		{"config read of a new topic", NotVisibleYet(&sarama.DescribeConfigError{Err: sarama.ErrUnknownTopicOrPartition}), time.Second, slog.LevelInfo},
+		{"unknown topic not known to exist", unknown, 0, slog.LevelWarn},
+		{"broker down", fmt.Errorf("describe topic: %w", sarama.ErrBrokerNotAvailable), 0, slog.LevelWarn},
+		{"leader moving", NotVisibleYet(sarama.ErrLeaderNotAvailable), 0, slog.LevelWarn},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, msg := retryLog(tc.err, tc.waited); got != tc.want {
+				t.Errorf("retryLog(%v, %v) = %v %q, want %v", tc.err, tc.waited, got, msg, tc.want)
+			}
+		})
+	}
+}
+
+// levels records the level of every record Retry logs.
+type levels struct {
+	records
+	mu  sync.Mutex
+	got []slog.Level
+}
+
+func (l *levels) Handle(ctx context.Context, rec slog.Record) error {
+	l.mu.Lock()
+	l.got = append(l.got, rec.Level)
+	l.mu.Unlock()
+	return l.records.Handle(ctx, rec)
+}
+
+// Instances of a group starting together each find the table or loop topic
+// another one created a moment ago missing from the metadata for an attempt
+// or two: Retry logs that at Info, and still warns of anything else.
+func TestRetryLogsTheGroupsOwnNewTopicsAtInfo(t *testing.T) {
+	notVisible := NotVisibleYet(fmt.Errorf("describe topic %q: %w", "g-table", sarama.ErrUnknownTopicOrPartition))
+	down := fmt.Errorf("describe topic: %w", sarama.ErrBrokerNotAvailable)
+	for _, tc := range []struct {
+		name string
+		seq  []error
+		want []slog.Level
+	}{
+		{"table not visible yet", []error{notVisible, notVisible, nil}, []slog.Level{slog.LevelInfo, slog.LevelInfo}},
+		{"broker down, then the table not visible yet", []error{down, notVisible, nil}, []slog.Level{slog.LevelWarn, slog.LevelInfo}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &levels{}
+			n := 0
+			if err := Retry(context.Background(), slog.New(l), "prepare topics", time.Minute, func() error {
+				n++
+				return tc.seq[n-1]
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(l.got, tc.want) {
+				t.Fatalf("levels %v, want %v", l.got, tc.want)
+			}
+		})
 	}
 }

@@ -25,19 +25,20 @@ var ErrTopicMismatch = errors.New("existing topic does not fit the group")
 // independent of the topic's retention.ms), and their duplicates pass.
 const tableCleanupPolicy = "compact"
 
-// checkCopartitioned fails with ErrTopicMismatch unless topic has the
-// inputs' partition count. A topic the metadata does not show yet (created
-// a moment ago by another instance) is a transient UNKNOWN_TOPIC_OR_PARTITION.
+// checkCopartitioned fails with ErrTopicMismatch unless topic, which
+// exists, has the inputs' partition count. A topic the metadata does not
+// show yet (created a moment ago by another instance) is ErrNotVisibleYet,
+// a transient UNKNOWN_TOPIC_OR_PARTITION.
 func checkCopartitioned(admin sarama.ClusterAdmin, t GroupTopics, topic string, want int32) error {
 	meta, err := admin.DescribeTopics([]string{topic})
 	if err != nil {
-		return fmt.Errorf("describe topic %q: %w", topic, err)
+		return NotVisibleYet(fmt.Errorf("describe topic %q: %w", topic, err))
 	}
 	if len(meta) != 1 {
-		return fmt.Errorf("describe topic %q: %w", topic, sarama.ErrUnknownTopicOrPartition)
+		return NotVisibleYet(fmt.Errorf("describe topic %q: %w", topic, sarama.ErrUnknownTopicOrPartition))
 	}
 	if meta[0].Err != sarama.ErrNoError {
-		return fmt.Errorf("describe topic %q: %w", topic, meta[0].Err)
+		return NotVisibleYet(fmt.Errorf("describe topic %q: %w", topic, meta[0].Err))
 	}
 	return copartitioned(t, topic, int32(len(meta[0].Partitions)), want)
 }
@@ -116,7 +117,8 @@ func (t GroupTopics) alterInputs(inputs []string, n int32) string {
 
 // checkTablePolicy fails with ErrTopicMismatch unless the table topic's
 // cleanup.policy is compact. Reading it needs DescribeConfigs on the topic;
-// a refusal names that ACL.
+// a refusal names that ACL. The table exists, so UNKNOWN_TOPIC_OR_PARTITION
+// is ErrNotVisibleYet.
 func checkTablePolicy(admin sarama.ClusterAdmin, t GroupTopics) error {
 	entries, err := TopicConfig(admin, t.Table, "cleanup.policy")
 	if err != nil {
@@ -124,7 +126,7 @@ func checkTablePolicy(admin sarama.ClusterAdmin, t GroupTopics) error {
 			return fmt.Errorf("describe configs of %s (the worker checks its cleanup.policy at start: "+
 				"allow DescribeConfigs on it): %w", t.Table, err)
 		}
-		return fmt.Errorf("describe configs of %s: %w", t.Table, err)
+		return NotVisibleYet(fmt.Errorf("describe configs of %s: %w", t.Table, err))
 	}
 	for _, e := range entries {
 		if e.Name != "cleanup.policy" {

@@ -162,14 +162,19 @@ func TestEnsureGroupTopicsOtherFailures(t *testing.T) {
 		want      string
 		transient bool
 		refused   bool
+		// notVisible: the expected race of instances starting together,
+		// which Retry logs at Info (ErrNotVisibleYet)
+		notVisible bool
 	}{
 		{"dead-letter topic cannot be created", &topicsAdmin{failCreate: map[string]error{"g-dlq": sarama.ErrPolicyViolation}},
-			`create topic "g-dlq": `, false, false},
+			`create topic "g-dlq": `, false, false, false},
 		{"table made by another instance, not in the metadata yet", &topicsAdmin{partitions: map[string]int32{"g-table": 3},
-			hidden: map[string]bool{"g-table": true}}, `describe topic "g-table": `, true, false},
+			hidden: map[string]bool{"g-table": true}}, `describe topic "g-table": `, true, false, true},
+		{"table made by another instance, its config not readable yet", &topicsAdmin{partitions: map[string]int32{"g-table": 3},
+			configErr: sarama.ErrUnknownTopicOrPartition}, "describe configs of g-table: ", true, false, true},
 		{"no DescribeConfigs on the table", &topicsAdmin{partitions: map[string]int32{"g-table": 3},
 			configErr: sarama.ErrTopicAuthorizationFailed},
-			"describe configs of g-table (the worker checks its cleanup.policy at start: allow DescribeConfigs on it): ", false, true},
+			"describe configs of g-table (the worker checks its cleanup.policy at start: allow DescribeConfigs on it): ", false, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.admin.partitions == nil {
@@ -182,6 +187,9 @@ func TestEnsureGroupTopicsOtherFailures(t *testing.T) {
 			}
 			if Transient(err) != tc.transient || Refused(err) != tc.refused {
 				t.Fatalf("err %v: transient %v, refused %v; want %v, %v", err, Transient(err), Refused(err), tc.transient, tc.refused)
+			}
+			if errors.Is(err, ErrNotVisibleYet) != tc.notVisible {
+				t.Fatalf("err %v: ErrNotVisibleYet %v, want %v", err, !tc.notVisible, tc.notVisible)
 			}
 		})
 	}
