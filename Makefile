@@ -173,21 +173,39 @@ chaos-short:
 # `make test`), Redis and PostgreSQL on 26379/25432 (apt-get installed when missing),
 # runs every contender 3 times on 1M events, measures latency, restore and memory,
 # and writes docs/benchmarks.md and its charts. The page says how long its run took.
+# Then it runs make bench-slow (docs/benchmarks-slow.md, below).
 # The Kafka Streams contenders need java (17) and mvn: the harness builds
 # bench/kstreams/target/dedup-kstreams.jar with `mvn -q -B package` when it is
 # missing or older than its sources.
 # bench-smoke: the same at toy size in about a minute (Kafka Streams only as
 # kstreams-repartition: each JVM start costs about 10 s), no doc; it fails unless every
 # contender delivered every event exactly once. Extra flags: BENCHFLAGS=...
+# make bench then runs make bench-slow (below) with SLOWFLAGS as its BENCHFLAGS.
 BENCHFLAGS  ?=
+SLOWFLAGS   ?=
 BENCH_KAFKA := KAFKA_PORT=29092 KAFKA_DATA=$(CURDIR)/.kafka-bench $(KAFKA)
-.PHONY: bench bench-smoke bench-failover
+.PHONY: bench bench-smoke bench-failover bench-slow
 bench bench-smoke:
 	$(GO) -C bench build -o $(CURDIR)/bin/bench ./cmd/bench
 	@set -e; trap '$(BENCH_KAFKA) clean' EXIT; $(BENCH_KAFKA) up; \
 	BENCH_COMMAND="make $@$(if $(BENCHFLAGS), BENCHFLAGS='$(BENCHFLAGS)')" \
 	  bin/bench $(if $(filter bench-smoke,$@),smoke,run) -brokers 127.0.0.1:29092 \
 	  -kafka-data $(CURDIR)/.kafka-bench $(BENCHFLAGS)
+	$(if $(filter bench,$@),@$(MAKE) --no-print-directory bench-slow BENCHFLAGS='$(SLOWFLAGS)')
+
+# The slow-handler benchmark (docs/benchmarks-slow.md), about 15 minutes: on a broker
+# of its own on 127.0.0.1:29092 (as make bench, one after the other), a handler that
+# sleeps 100 ms (a backlog of 1M records) and 3 s (20k records), 12 partitions, one
+# instance of each contender: the worker at Concurrency 1, 100 and 1,000, Kafka Streams
+# at 1 and 12 stream threads, Confluent's Parallel Consumer (built into the Kafka Streams
+# jar by Maven). Each row's rate over a 40 s window after a 10 s warm-up, exactly-once
+# checked against the group's committed offsets. Smaller or longer:
+# BENCHFLAGS='-cases 100ms:200000,3s:20000 -window 20s -warmup 5s'; '-contenders' picks rows.
+bench-slow:
+	$(GO) -C bench build -o $(CURDIR)/bin/bench ./cmd/bench
+	@set -e; trap '$(BENCH_KAFKA) clean' EXIT; $(BENCH_KAFKA) up; \
+	BENCH_COMMAND="make $@$(if $(BENCHFLAGS), BENCHFLAGS='$(BENCHFLAGS)')" \
+	  bin/bench slow -brokers 127.0.0.1:29092 -kafka-data $(CURDIR)/.kafka-bench $(BENCHFLAGS)
 
 # The failover benchmark (docs/benchmarks-failover.md): on a broker of its own on
 # 127.0.0.1:17092 (data in .kafka-failover, deleted afterwards), 3 exactly-once

@@ -28,10 +28,14 @@ const (
 	Redis    Kind = "redis"    // SET key NX EX ttl before the handler
 	Postgres Kind = "postgres" // processed_messages + business upsert per transaction
 	KStreams Kind = "kstreams" // the same job as a Kafka Streams application (bench/kstreams)
+	// Parallel is Confluent's Parallel Consumer in its transactional mode
+	// (bench/kstreams's ParallelSleep): the slow-handler benchmark's sleeping
+	// forward, no dedup state.
+	Parallel Kind = "parallel"
 )
 
 // Kinds lists every kind.
-var Kinds = []Kind{Raw, TxnPipe, Exactly, AtLeast, Redis, Postgres, KStreams}
+var Kinds = []Kind{Raw, TxnPipe, Exactly, AtLeast, Redis, Postgres, KStreams, Parallel}
 
 // Config is one contender process's job.
 type Config struct {
@@ -61,6 +65,13 @@ type Config struct {
 	InstanceID      string
 	SessionTimeout  time.Duration
 	StandbyReplicas int
+	// Sleep (eos, kstreams, parallel) makes the handler sleep that long
+	// (honouring its ctx, for the worker) before it forwards the event: the
+	// slow handler of docs/benchmarks-slow.md. 0: no sleep.
+	Sleep time.Duration
+	// Concurrency is the worker's dedup.Concurrency (eos) or the Parallel
+	// Consumer's maxConcurrency (parallel); 0 is the default (the worker's 1).
+	Concurrency int
 	// Changelog (txn only): a topic the pipe also writes a changelog-sized
 	// record to for every input record, in the same transaction.
 	Changelog   string
@@ -91,8 +102,11 @@ func (c *Config) Validate() error {
 	if c.CommitInterval <= 0 {
 		errs = append(errs, errors.New("commit interval must be positive"))
 	}
+	if c.Sleep < 0 || c.Concurrency < 0 {
+		errs = append(errs, errors.New("sleep and concurrency must not be negative"))
+	}
 	switch c.Kind {
-	case Exactly, AtLeast, KStreams:
+	case Exactly, AtLeast, KStreams, Parallel:
 		if c.StateDir == "" {
 			errs = append(errs, errors.New("state dir is required for the worker and Kafka Streams"))
 		}
@@ -125,8 +139,8 @@ func Run(ctx context.Context, cfg Config, ready func()) error {
 		return runPipe(ctx, cfg, passThrough{}, ready)
 	case TxnPipe:
 		return runTxnPipe(ctx, cfg, ready)
-	case KStreams:
-		return errors.New("contender: kstreams runs as a JVM of its own: Main execs it, Run cannot")
+	case KStreams, Parallel:
+		return fmt.Errorf("contender: %s runs as a JVM of its own: Main execs it, Run cannot", cfg.Kind)
 	case Redis:
 		st, err := newRedisStage(ctx, cfg)
 		if err != nil {

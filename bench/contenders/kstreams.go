@@ -27,6 +27,9 @@ var KStreamsJVMFlags = []string{"-Xmx1g"}
 
 const kstreamsJar = "target/dedup-kstreams.jar"
 
+// parallelMain is the Parallel Consumer contender's main class in that jar.
+const parallelMain = "dedupkit.bench.kstreams.ParallelSleep"
+
 // KStreamsDir finds bench/kstreams (the Maven project): $BENCH_KSTREAMS_DIR,
 // or bench/kstreams in the working directory, the executable's directory or
 // one of their parents, so both bin/bench run from the repository root and
@@ -128,11 +131,23 @@ func kstreamsArgs(cfg Config, jar string) []string {
 	if cfg.Rekey == "never" {
 		mode = "local"
 	}
-	args := append(append([]string{"java"}, KStreamsJVMFlags...), "-jar", jar,
+	// The Parallel Consumer contender is another main class of the same
+	// jar; its manifest's Class-Path brings the dependencies either way.
+	launch := []string{"-jar", jar}
+	if cfg.Kind == Parallel {
+		launch = []string{"-cp", jar, parallelMain}
+	}
+	args := append(append(append([]string{"java"}, KStreamsJVMFlags...), launch...),
 		"--brokers", strings.Join(cfg.Brokers, ","), "--input", cfg.Input, "--output", cfg.Output,
 		"--application-id", cfg.Group, "--state-dir", cfg.StateDir, "--mode", mode,
 		"--commit-interval-ms", strconv.FormatInt(cfg.CommitInterval.Milliseconds(), 10),
 		"--threads", strconv.Itoa(max(1, cfg.Threads)))
+	if cfg.Sleep > 0 {
+		args = append(args, "--sleep-ms", strconv.FormatInt(cfg.Sleep.Milliseconds(), 10))
+	}
+	if cfg.Concurrency > 0 {
+		args = append(args, "--concurrency", strconv.Itoa(cfg.Concurrency))
+	}
 	if cfg.SessionTimeout > 0 {
 		args = append(args, "--session-timeout-ms", strconv.FormatInt(cfg.SessionTimeout.Milliseconds(), 10))
 	}
@@ -146,7 +161,7 @@ func kstreamsArgs(cfg Config, jar string) []string {
 }
 
 // execKStreams replaces this process with the JVM running the Kafka Streams
-// application, so the harness's child pid is the JVM's and the CPU time and
+// application (or the Parallel Consumer contender, kind parallel), so the harness's child pid is the JVM's and the CPU time and
 // peak RSS it reads are the JVM's. It returns only on an error.
 func execKStreams(cfg Config) error {
 	if err := cfg.Validate(); err != nil {

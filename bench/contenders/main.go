@@ -44,7 +44,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		standbyFile string
 		memRatio    float64
 	)
-	fs.StringVar(&kind, "kind", "", "raw, txn, eos, alo, redis, postgres or kstreams")
+	fs.StringVar(&kind, "kind", "", "raw, txn, eos, alo, redis, postgres, kstreams or parallel")
 	fs.StringVar(&brokers, "brokers", "", "comma-separated bootstrap brokers")
 	fs.StringVar(&cfg.Input, "input", "", "input topic")
 	fs.StringVar(&cfg.Output, "output", "", "output topic")
@@ -56,6 +56,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "group session timeout (eos: 0 is 10s; kstreams: session.timeout.ms, 0 is 45s)")
 	fs.IntVar(&cfg.StandbyReplicas, "standby-replicas", 0, "eos: --standby-replicas; kstreams: num.standby.replicas")
 	fs.StringVar(&cfg.InstanceID, "group-instance-id", "", "static member identity: worker --instance-id (eos), group.instance.id (kstreams)")
+	fs.DurationVar(&cfg.Sleep, "sleep", 0, "eos, kstreams, parallel: the handler sleeps this long before it forwards the event")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 0, "eos: dedup.Concurrency; parallel: maxConcurrency (0: the default)")
 	fs.StringVar(&cfg.Changelog, "changelog", "", "txn: also write a changelog-sized record per input record to this compacted topic")
 	fs.StringVar(&cfg.RedisAddr, "redis", "", "redis host:port")
 	fs.DurationVar(&cfg.RedisTTL, "redis-ttl", time.Hour, "SET NX expiry")
@@ -72,9 +74,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "contender: -log-level:", err)
 		return 2
 	}
-	if Kind(kind) == KStreams {
+	if Kind(kind) == KStreams || Kind(kind) == Parallel {
 		// The JVM replaces this process: its pid is the one the harness reads.
-		cfg.Kind, cfg.Brokers = KStreams, strings.Split(brokers, ",")
+		cfg.Kind, cfg.Brokers = Kind(kind), strings.Split(brokers, ",")
 		err := execKStreams(cfg)
 		fmt.Fprintln(stderr, "contender:", err)
 		return 1

@@ -14,15 +14,38 @@ import (
 
 // Topology is the worker's graph as `processor run` builds it with its
 // defaults: event-id dedup key from the "eventId" field, a week's retention,
-// the forward handler (output = input event), 3 handler retries.
+// the forward handler (output = input event), 3 handler retries. With
+// cfg.Sleep the handler sleeps first (SleepForward), and cfg.Concurrency is
+// the topology's Concurrency.
 func Topology(cfg Config) *dedup.Topology {
+	handler := dedup.Forward()
+	if cfg.Sleep > 0 {
+		handler = SleepForward(cfg.Sleep)
+	}
 	return &dedup.Topology{
 		Group: cfg.Group, Inputs: []string{cfg.Input}, Outputs: []string{cfg.Output}, DLQ: cfg.Group + "-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
-		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward(),
-		HandlerRetries: 3, RetryBackoff: 100 * time.Millisecond,
+		IDSource: codecs.DefaultIDSource(), Handler: handler,
+		HandlerRetries: 3, RetryBackoff: 100 * time.Millisecond, Concurrency: cfg.Concurrency,
 		StaleEvents: dedup.StaleProcess, Rekey: dedup.RekeyPolicy(cfg.Rekey), Logger: cfg.Logger,
 	}
+}
+
+// SleepForward is the slow handler of docs/benchmarks-slow.md: it sleeps d,
+// as a call to a slow service would take, giving up when ctx ends, then
+// forwards the event as dedup.Forward does.
+func SleepForward(d time.Duration) dedup.Handler {
+	forward := dedup.Forward()
+	return dedup.HandlerFunc(func(ctx context.Context, ev *dedup.Event) ([]dedup.Message, error) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("sleeping handler: %w", ctx.Err())
+		}
+		return forward.Handle(ctx, ev)
+	})
 }
 
 type readier interface {

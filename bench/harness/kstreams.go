@@ -32,15 +32,20 @@ func (h *harness) buildKStreams(ctx context.Context, rep *Report) error {
 	if _, err := contenders.BuildKStreams(ctx, logWriter(func(s string) { h.cfg.logf("%s", strings.TrimSpace(s)) })); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	java := "java (version unknown)"
-	if out, err := exec.CommandContext(ctx, "java", "-version").CombinedOutput(); err == nil {
-		// The runtime line: "OpenJDK Runtime Environment (build 17.0.15+6-...)".
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		java = strings.TrimSpace(lines[min(1, len(lines)-1)])
-	}
 	rep.Versions["kstreams"] = fmt.Sprintf("Kafka Streams %s on %s, JVM flags %s",
-		contenders.KStreamsVersion, java, strings.Join(contenders.KStreamsJVMFlags, " "))
+		contenders.KStreamsVersion, javaVersion(ctx), strings.Join(contenders.KStreamsJVMFlags, " "))
 	return nil
+}
+
+// javaVersion is the runtime line of `java -version`.
+func javaVersion(ctx context.Context) string {
+	out, err := exec.CommandContext(ctx, "java", "-version").CombinedOutput()
+	if err != nil {
+		return "java (version unknown)"
+	}
+	// The runtime line: "OpenJDK Runtime Environment (build 17.0.15+6-...)".
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.TrimSpace(lines[min(1, len(lines)-1)])
 }
 
 // kstreamsPeer is the Kafka Streams row an exactly-once worker row is set

@@ -293,3 +293,38 @@ func (w *Watcher) CorrectnessUpTo(records int) Correctness {
 	}
 	return c
 }
+
+// CorrectnessOf counts the outputs against the identities of the given input
+// records only, for a run stopped part-way through its input: records is what
+// the contender committed (its group's offsets) before it stopped, each of
+// whose identities must have an output. Duplicates, Outputs and Foreign count
+// over every output, so an identity done beyond the committed offsets (the
+// worker commits its seen mark with it) may be output once, never twice.
+func (w *Watcher) CorrectnessOf(records []int) Correctness {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	want := make([]bool, len(w.count))
+	for _, rec := range records {
+		if rec < 0 || rec >= len(w.cfg.Plan.Records) {
+			continue
+		}
+		id := rec
+		if !w.cfg.ByRecord {
+			id = int(w.cfg.Plan.Records[rec].Seq)
+		}
+		want[id] = true
+	}
+	c := Correctness{Outputs: w.outputs, Foreign: w.foreign}
+	for id, n := range w.count {
+		if n > 1 {
+			c.Duplicates += int(n) - 1
+		}
+		if want[id] {
+			c.Expected++
+			if n == 0 {
+				c.Missing++
+			}
+		}
+	}
+	return c
+}

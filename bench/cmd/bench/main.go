@@ -5,6 +5,8 @@
 //	                      contender delivered every event exactly once
 //	bench failover [flags] the failover benchmark: the pause after a kill, a restart,
 //	                      a scale out; prints the table, writes docs/benchmarks-failover.md
+//	bench slow [flags]    the slow-handler benchmark: a sleeping handler on a backlog, each
+//	                      row's rate over a fixed window; writes docs/benchmarks-slow.md
 //	bench contender ...   one contender process (the harness starts these)
 //
 // `make bench` and `make bench-smoke` start a broker of their own and call it.
@@ -36,13 +38,15 @@ func main() {
 		os.Exit(run(os.Args[1], os.Args[2:]))
 	case "failover":
 		os.Exit(failover(os.Args[2:]))
+	case "slow":
+		os.Exit(slow(os.Args[2:]))
 	default:
 		usage()
 	}
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: bench run|smoke|failover [flags]  (bench run -h for the flags)")
+	fmt.Fprintln(os.Stderr, "usage: bench run|smoke|failover|slow [flags]  (bench run -h for the flags)")
 	os.Exit(2)
 }
 

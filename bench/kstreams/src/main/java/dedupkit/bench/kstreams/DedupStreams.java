@@ -44,6 +44,9 @@ import sun.misc.Signal;
  * Mode "repartition" re-keys by event ID through a repartition topic first (the
  * worker's default --rekey=always).
  *
+ * <p>With --sleep-ms, each first-seen event's processing sleeps that long (Thread.sleep) before it is
+ * forwarded: the slow handler of docs/benchmarks-slow.md, one record at a time per stream thread.
+ *
  * <p>It prints READY on stdout once the application is RUNNING, and closes
  * cleanly (final commit) on SIGTERM or SIGINT, exiting 0, as the harness expects
  * of every contender process.
@@ -68,7 +71,8 @@ public final class DedupStreams {
       System.err.println("dedup-kstreams: --mode " + mode + ": want local or repartition");
       System.exit(2);
     }
-    KafkaStreams streams = new KafkaStreams(topology(opt.get("input"), opt.get("output"), mode), props(opt));
+    long sleepMs = Long.parseLong(opt.get("sleep-ms"));
+    KafkaStreams streams = new KafkaStreams(topology(opt.get("input"), opt.get("output"), mode, sleepMs), props(opt));
 
     CountDownLatch stop = new CountDownLatch(1);
     AtomicBoolean failed = new AtomicBoolean();
@@ -110,19 +114,19 @@ public final class DedupStreams {
   }
 
   /** The dedup graph of one mode. */
-  static Topology topology(String input, String output, String mode) {
+  static Topology topology(String input, String output, String mode, long sleepMs) {
     StreamsBuilder b = new StreamsBuilder();
     b.addStateStore(Stores.keyValueStoreBuilder(
         Stores.persistentKeyValueStore(STORE), Serdes.String(), Serdes.Long()));
     KStream<byte[], byte[]> in = b.stream(input, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()));
     if (mode.equals("local")) {
-      in.process(() -> new Dedup<byte[]>(r -> eventId(r.value())), STORE)
+      in.process(() -> new Dedup<byte[]>(r -> eventId(r.value()), sleepMs), STORE)
           .to(output, Produced.with(Serdes.ByteArray(), Serdes.ByteArray()));
     } else {
       in.filter((k, v) -> eventId(v) != null) // no key to route by; dropped as in local mode
           .selectKey((k, v) -> eventId(v))
           .repartition(Repartitioned.<String, byte[]>as("loop").withKeySerde(Serdes.String()).withValueSerde(Serdes.ByteArray()))
-          .process(() -> new Dedup<String>(Record::key), STORE)
+          .process(() -> new Dedup<String>(Record::key, sleepMs), STORE)
           .to(output, Produced.with(Serdes.String(), Serdes.ByteArray()));
     }
     return b.build();
@@ -130,16 +134,18 @@ public final class DedupStreams {
 
   /**
    * Forwards a record (key, value and headers, so the harness's "bench-rec"
-   * header comes along) the first time its event ID is seen.
+   * header comes along) the first time its event ID is seen, after sleeping sleepMs (0: none).
    */
   static final class Dedup<K> implements Processor<K, byte[], K, byte[]> {
     private static final AtomicInteger missing = new AtomicInteger();
     private final Function<Record<K, byte[]>, String> idOf;
+    private final long sleepMs;
     private ProcessorContext<K, byte[]> ctx;
     private KeyValueStore<String, Long> seen;
 
-    Dedup(Function<Record<K, byte[]>, String> idOf) {
+    Dedup(Function<Record<K, byte[]>, String> idOf, long sleepMs) {
       this.idOf = idOf;
+      this.sleepMs = sleepMs;
     }
 
     @Override
@@ -158,8 +164,22 @@ public final class DedupStreams {
         return;
       }
       if (seen.putIfAbsent(id, r.timestamp()) == null) {
+        sleep(sleepMs);
         ctx.forward(r);
       }
+    }
+  }
+
+  /** Sleeps ms milliseconds; an interrupt fails the record (its transaction is not committed). */
+  static void sleep(long ms) {
+    if (ms <= 0) {
+      return;
+    }
+    try {
+      Thread.sleep(ms);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted in the handler's sleep", e);
     }
   }
 
@@ -207,7 +227,8 @@ public final class DedupStreams {
   static final String USAGE = String.join("\n",
       "usage: java -jar dedup-kstreams.jar --brokers H:P --input T --output T --application-id G --state-dir D",
       "         [--mode local|repartition] [--commit-interval-ms 100] [--session-timeout-ms 45000]",
-      "         [--standby-replicas 0] [--group-instance-id ID] [--threads 1]",
+      "         [--standby-replicas 0] [--group-instance-id ID] [--threads 1] [--sleep-ms 0]",
+      "         [--concurrency 1000] (ParallelSleep only)",
       "Each option may instead come from the environment: KSTREAMS_BROKERS, KSTREAMS_MODE, ...");
 
   /** Options from --name value pairs, then KSTREAMS_NAME variables, then defaults. */
@@ -219,8 +240,11 @@ public final class DedupStreams {
     opt.put("standby-replicas", "0");
     opt.put("group-instance-id", "");
     opt.put("threads", "1");
+    opt.put("sleep-ms", "0");
+    opt.put("concurrency", "1000");
     for (String k : new String[] {"brokers", "input", "output", "application-id", "state-dir", "mode",
-        "commit-interval-ms", "session-timeout-ms", "standby-replicas", "group-instance-id", "threads"}) {
+        "commit-interval-ms", "session-timeout-ms", "standby-replicas", "group-instance-id", "threads",
+        "sleep-ms", "concurrency"}) {
       String env = System.getenv("KSTREAMS_" + k.toUpperCase().replace('-', '_'));
       if (env != null) {
         opt.put(k, env);
