@@ -129,16 +129,17 @@ func isFencing(err error) bool {
 	return false
 }
 
-// describe is err's text for the log. sarama has no text for
-// PRODUCER_FENCED (90): it prints "Unknown error, how did this happen? Error
-// code = 90", and that is what an instance that was cut off from the
-// brokers past the transaction timeout logs when it comes back.
-func describe(err error) string {
+// describe is err for the log, with what PRODUCER_FENCED means: an
+// instance that was cut off from the brokers past the transaction timeout
+// meets it when it comes back. It stays an error, so the member's logger
+// (kafkautil.NamingLogger) names its Kafka codes: sarama has no text for
+// PRODUCER_FENCED (90).
+func describe(err error) error {
 	if errors.Is(err, sarama.ErrProducerFenced) {
-		return err.Error() + " (PRODUCER_FENCED: this producer's epoch is stale; the coordinator aborted " +
-			"its transaction after the transaction timeout, or another instance took over)"
+		return fmt.Errorf("%w (this producer's epoch is stale; the coordinator aborted "+
+			"its transaction after the transaction timeout, or another instance took over)", err)
 	}
-	return err.Error()
+	return err
 }
 
 // abort ends a failed transaction: AbortTxn when the producer allows it,

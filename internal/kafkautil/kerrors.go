@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/IBM/sarama"
@@ -181,10 +183,34 @@ func Named(err error) error {
 	for _, code := range kafkaCodes(err, nil) {
 		named = strings.ReplaceAll(named, code.Error(), describeCode(code))
 	}
+	named = NameText(named)
 	if named == msg {
 		return err
 	}
 	return &namedError{err: err, msg: named}
+}
+
+// unknownCodeText matches sarama's text for a code it has no text of its
+// own for (sarama.KError.Error).
+var unknownCodeText = regexp.MustCompile(`Unknown error, how did this happen\? Error code = (-?[0-9]+)`)
+
+// NameText replaces, in text, sarama's "Unknown error, how did this happen?
+// Error code = 90" with "kafka server: PRODUCER_FENCED (error code 90)" for
+// every code Kafka names. It is for text that was an error before it became
+// a string (an error formatted with %v, a library's printf-style log line),
+// where Named can no longer find the code; a code Kafka does not name is
+// left as it is.
+func NameText(text string) string {
+	if !strings.Contains(text, "Unknown error, how did this happen?") {
+		return text
+	}
+	return unknownCodeText.ReplaceAllStringFunc(text, func(m string) string {
+		code, err := strconv.ParseInt(unknownCodeText.FindStringSubmatch(m)[1], 10, 16)
+		if err != nil || KafkaName(sarama.KError(code)) == "" {
+			return m
+		}
+		return describeCode(sarama.KError(code))
+	})
 }
 
 // describeCode is sarama's text of code with Kafka's name.
@@ -224,9 +250,11 @@ func kafkaCodes(err error, codes []sarama.KError) []sarama.KError {
 }
 
 // NamingLogger returns a logger that writes through l's handler with every
-// error attribute passed through Named, so the worker's logs name Kafka's
-// error codes as its returned errors do. A logger it made is returned as
-// it is.
+// error attribute passed through Named, and the message and every string
+// attribute through NameText, so the worker's logs name Kafka's error codes
+// as its returned errors do, also where an error reached the log as text (a
+// library's printf-style logger, an error formatted into a message). A
+// logger it made is returned as it is.
 func NamingLogger(l *slog.Logger) *slog.Logger {
 	if _, ok := l.Handler().(namingHandler); ok {
 		return l
@@ -243,7 +271,7 @@ func (h namingHandler) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h namingHandler) Handle(ctx context.Context, r slog.Record) error {
-	named := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	named := slog.NewRecord(r.Time, r.Level, NameText(r.Message), r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		named.AddAttrs(nameAttr(a))
 		return true
@@ -263,9 +291,14 @@ func (h namingHandler) WithGroup(name string) slog.Handler {
 	return namingHandler{h.inner.WithGroup(name)}
 }
 
-// nameAttr is a with an error value Named, in groups too.
+// nameAttr is a with an error value Named and a string value NameText'd,
+// in groups too.
 func nameAttr(a slog.Attr) slog.Attr {
 	switch a.Value.Kind() {
+	case slog.KindString:
+		if s := a.Value.String(); NameText(s) != s {
+			return slog.String(a.Key, NameText(s))
+		}
 	case slog.KindAny:
 		if err, ok := a.Value.Any().(error); ok {
 			return slog.Any(a.Key, Named(err))

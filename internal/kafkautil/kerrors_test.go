@@ -99,4 +99,56 @@ func TestNamingLoggerNamesCodesInErrorAttributes(t *testing.T) {
 	}
 }
 
+// Text that was an error before it became a string — an error formatted
+// with %v, a line of goka's printf-style logger — names the codes sarama
+// has no text for.
+func TestNameText(t *testing.T) {
+	for _, tc := range []struct {
+		name, text, want string
+	}{
+		{"a code sarama does not know", "commit: Unknown error, how did this happen? Error code = 90",
+			"commit: kafka server: PRODUCER_FENCED (error code 90)"},
+		{"two codes", "a: Unknown error, how did this happen? Error code = 90; b: Unknown error, how did this happen? Error code = 105",
+			"a: kafka server: PRODUCER_FENCED (error code 90); b: kafka server: TRANSACTIONAL_ID_NOT_FOUND (error code 105)"},
+		{"a code Kafka does not name either", "Unknown error, how did this happen? Error code = 128",
+			"Unknown error, how did this happen? Error code = 128"},
+		{"a code sarama knows", sarama.ErrInvalidProducerEpoch.Error(), sarama.ErrInvalidProducerEpoch.Error()},
+		{"no code", "partitions assigned", "partitions assigned"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := NameText(tc.text); got != tc.want {
+				t.Fatalf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// Where the code is no longer in the error's tree (formatted with %v),
+// Named still names it from the text.
+func TestNamedErrorNamesACodeFormattedAsText(t *testing.T) {
+	err := fmt.Errorf("end transaction: %v", sarama.ErrProducerFenced)
+	if got, want := Named(err).Error(), "end transaction: kafka server: PRODUCER_FENCED (error code 90)"; got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+}
+
+// A message or string attribute that holds an error's text, as goka's
+// logger and an error formatted into a message write it, is named too.
+func TestNamingLoggerNamesCodesInText(t *testing.T) {
+	var buf bytes.Buffer
+	log := NamingLogger(slog.New(slog.NewTextHandler(&buf, nil)))
+	fenced := sarama.ErrProducerFenced.Error()
+	log.Info("processor: commit failed: "+fenced, "component", "goka", "cause", fenced)
+	out := buf.String()
+	if strings.Contains(out, "how did this happen") {
+		t.Fatalf("sarama's text for an unknown code in the log:\n%s", out)
+	}
+	for _, want := range []string{`msg="processor: commit failed: kafka server: PRODUCER_FENCED (error code 90)"`,
+		`cause="kafka server: PRODUCER_FENCED (error code 90)"`, "component=goka"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log line lacks %s:\n%s", want, out)
+		}
+	}
+}
+
 func ptr(s string) *string { return &s }
