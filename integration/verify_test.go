@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/processor"
 	"github.com/dedupkit/dedup/verify"
 )
 
@@ -71,7 +73,7 @@ func TestVerifyCleanTopics(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := verifyRun(t, verify.Config{Brokers: bs, Input: in, Output: out, DLQ: dlq})
+	r := verifyRun(t, verify.Config{Brokers: bs, Inputs: []string{in}, Output: out, DLQ: dlq})
 	if !r.OK() || r.InputRecords != 6 || r.InputEvents != 3 || r.InputDuplicates != 2 || r.Undecodable["not-json"] != 1 ||
 		r.OutputRecords != 3 || r.OutputEvents != 3 || r.UnexpectedOutputs != 0 || r.DeadLettered["not-json"] != 1 {
 		var b strings.Builder
@@ -86,14 +88,14 @@ func TestVerifyNamesMissingAndDuplicated(t *testing.T) {
 		[]kafkatest.Record{event("e1", "a"), event("e2", "b"), event("e3", "c"), event("e4", "d")},
 		[]kafkatest.Record{event("e1", "a"), event("e2", "b"), event("e4", "d"), event("e2", "b")})
 
-	r := verifyRun(t, verify.Config{Brokers: bs, Input: in, Output: out})
+	r := verifyRun(t, verify.Config{Brokers: bs, Inputs: []string{in}, Output: out})
 	var b strings.Builder
 	r.Print(&b, 20)
 	if r.OK() || r.Err() == nil || r.MissingEvents != 1 || r.DuplicatedEvents != 1 || len(r.Missing) != 1 || len(r.Duplicated) != 1 {
 		t.Fatalf("report:\n%s", b.String())
 	}
 	pos := func(rec kafkatest.Record) verify.Position {
-		return verify.Position{Partition: rec.Partition, Offset: rec.Offset}
+		return verify.Position{Topic: in, Partition: rec.Partition, Offset: rec.Offset}
 	}
 	if m := r.Missing[0]; m.ID != "e3" || len(m.Inputs) != 1 || m.Inputs[0] != pos(inRecs[2]) || len(m.Outputs) != 0 {
 		t.Errorf("missing trace %+v, want e3 at input %v", m, pos(inRecs[2]))
@@ -102,7 +104,10 @@ func TestVerifyNamesMissingAndDuplicated(t *testing.T) {
 	if d.ID != "e2" || d.OutputCount != 2 || len(d.Outputs) != 2 || d.Inputs[0] != pos(inRecs[1]) {
 		t.Fatalf("duplicated trace %+v", d)
 	}
-	if got, want := []verify.Position{d.Outputs[0], d.Outputs[1]}, []verify.Position{pos(outRecs[1]), pos(outRecs[3])}; got[0] != want[0] || got[1] != want[1] {
+	outPos := func(rec kafkatest.Record) verify.Position {
+		return verify.Position{Topic: out, Partition: rec.Partition, Offset: rec.Offset}
+	}
+	if got, want := []verify.Position{d.Outputs[0], d.Outputs[1]}, []verify.Position{outPos(outRecs[1]), outPos(outRecs[3])}; got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("duplicated e2 at outputs %v, want %v", got, want)
 	}
 	for _, want := range []string{`"e3"  input ` + pos(inRecs[2]).String(), `"e2"  input `, "FAIL: missing 1 (input events with no output), duplicated 1"} {
@@ -157,7 +162,7 @@ func TestVerifyTransactionalOutput(t *testing.T) {
 	}
 
 	start := time.Now()
-	r := verifyRun(t, verify.Config{Brokers: bs, Input: in, Output: out})
+	r := verifyRun(t, verify.Config{Brokers: bs, Inputs: []string{in}, Output: out})
 	if !r.OK() || r.OutputRecords != 6 || r.OutputEvents != 6 || r.UnexpectedOutputs != 0 || r.InputEvents != 6 {
 		var b strings.Builder
 		r.Print(&b, 20)
@@ -264,10 +269,78 @@ func TestVerifyBestEffortWorker(t *testing.T) {
 		event("e3", "b"), event("e2", "a"))
 	e.waitProcessed(group)
 
-	r := verifyRun(t, verify.Config{Brokers: e.brokers, Input: e.input, Output: e.output, DLQ: group + "-dlq"})
+	r := verifyRun(t, verify.Config{Brokers: e.brokers, Inputs: []string{e.input}, Output: e.output, DLQ: group + "-dlq"})
 	if !r.OK() || r.InputEvents != 3 || r.InputDuplicates != 2 || r.OutputRecords != 3 || r.DeadLettered["no-id"] != 1 {
 		var b strings.Builder
 		r.Print(&b, 20)
 		t.Fatalf("report:\n%s", b.String())
+	}
+}
+
+// TestVerifyTwoInputGroup checks a real exactly-once worker that reads two
+// inputs, with event-ID and with aggregate-ID keys: the verifier, given both
+// inputs and the worker's key type, finds every event (or aggregate) output
+// once, from the library and from `processor verify`; given one input only,
+// it sees outputs of the other as unexpected, and judging aggregate-ID
+// output by event IDs, it sees the skipped events as missing.
+func TestVerifyTwoInputGroup(t *testing.T) {
+	bin := buildProcessor(t)
+	for _, tc := range []struct {
+		keyType dedup.KeyType
+		events  int // distinct events (or aggregates) on the two inputs
+	}{
+		{dedup.KeyEventID, 40}, // 20 on both, 10 on each alone
+		{dedup.KeyAggregateID, 7},
+	} {
+		t.Run(string(tc.keyType), func(t *testing.T) {
+			e := newEnv(t, 3)
+			group := e.group("verify-inputs")
+			in := e.produceToBoth(3)
+			topo := e.topology(group, &counter{})
+			topo.Inputs = append(topo.Inputs, in.second)
+			topo.Table.KeyType = tc.keyType
+			w := e.startEOS(topo, processor.Config{StateDir: t.TempDir()})
+			e.waitInputsProcessed(group, e.input, in.second)
+			w.stop(t)
+
+			inputs := []string{e.input, in.second}
+			cfg := verify.Config{Brokers: e.brokers, Inputs: inputs, Output: e.output, DLQ: group + "-dlq", KeyType: tc.keyType}
+			r := verifyRun(t, cfg)
+			var b strings.Builder
+			r.Print(&b, 20)
+			if !r.OK() || r.InputRecords != 60 || r.InputEvents != tc.events || r.OutputRecords != tc.events ||
+				r.UnexpectedEvents != 0 || r.DeadLetterRecords != 0 {
+				t.Fatalf("report:\n%s", b.String())
+			}
+
+			// One input only: the other's events are outputs of no input.
+			one := cfg
+			one.Inputs = inputs[:1]
+			if r := verifyRun(t, one); tc.keyType == dedup.KeyEventID && (r.InputEvents != 30 || r.UnexpectedEvents != 10) {
+				b.Reset()
+				r.Print(&b, 20)
+				t.Errorf("first input only: want 30 events and the second's 10 unexpected:\n%s", b.String())
+			}
+			if tc.keyType == dedup.KeyAggregateID {
+				byEvent := cfg
+				byEvent.KeyType = dedup.KeyEventID
+				if r := verifyRun(t, byEvent); r.OK() || r.MissingEvents != 40-tc.events {
+					b.Reset()
+					r.Print(&b, 20)
+					t.Errorf("aggregate-ID output judged by event IDs: want %d missing:\n%s", 40-tc.events, b.String())
+				}
+			}
+
+			args := []string{"verify", "--brokers", strings.Join(e.brokers, ","), "--input", strings.Join(inputs, ","),
+				"--output", e.output, "--key-type", string(tc.keyType)}
+			got, err := exec.Command(bin, args...).CombinedOutput()
+			unit := "events"
+			if tc.keyType == dedup.KeyAggregateID {
+				unit = "aggregates"
+			}
+			if want := fmt.Sprintf("OK: all %d input %s output exactly once", tc.events, unit); err != nil || !strings.Contains(string(got), want) {
+				t.Errorf("%v: %v, want %q:\n%s", args, err, want, got)
+			}
+		})
 	}
 }

@@ -6,6 +6,8 @@
 //
 // It assumes a handler that writes one output per event carrying the event's
 // ID (the forward handler; the settlements example for OrderPaid events).
+// With the worker's aggregate-id keys (Config.KeyType) it judges aggregates
+// instead: every aggregate on the inputs must be output once.
 // Run it once the processor has caught up: the topics are judged as they were
 // when Run started.
 package verify
@@ -33,13 +35,23 @@ import (
 // exact): a run that output nothing would otherwise hold one per event.
 const MaxTraces = 1000
 
-// Config says what to verify. IDSource must be the processor's, so that the
-// verifier computes the same dedup keys.
+// Config says what to verify. Inputs, IDSource and KeyType must be the
+// processor's, so that the verifier computes the same dedup keys.
 type Config struct {
-	Brokers            []string
-	Security           security.Config
-	Input, Output, DLQ string // DLQ is optional
-	IDSource           codecs.IDSource
+	Brokers  []string
+	Security security.Config
+	// Inputs are the topics the worker read (`processor run --input`): an
+	// event on two of them is one event, output once.
+	Inputs      []string
+	Output, DLQ string // DLQ is optional
+	IDSource    codecs.IDSource
+	// KeyType is the worker's dedup key (`processor run --key-type`); empty
+	// is dedup.KeyEventID. With dedup.KeyAggregateID the worker processes an
+	// aggregate's first event and skips the aggregate's later ones within its
+	// --retention, so the verifier counts aggregates: each must be output
+	// once over everything it reads, so the topics should hold less than one
+	// retention of events.
+	KeyType dedup.KeyType
 }
 
 // Validate reports every unusable field, named by its `processor verify`
@@ -57,16 +69,29 @@ func (c Config) Validate() error {
 			bad("brokers", "%q has no port, want host:port", b)
 		}
 	}
-	for _, f := range [][2]string{{"input", c.Input}, {"output", c.Output}} {
-		if f[1] == "" {
-			bad(f[0], "required")
+	if len(c.Inputs) == 0 {
+		bad("input", "required")
+	}
+	if slices.Contains(c.Inputs, "") {
+		bad("input", "%q names an empty topic", strings.Join(c.Inputs, ","))
+	}
+	for i, in := range c.Inputs {
+		switch {
+		case in == "":
+		case slices.Contains(c.Inputs[:i], in):
+			bad("input", "%q is named twice", in)
+		case in == c.Output || in == c.DLQ:
+			bad("input", "%q is also the output or dead-letter topic", in)
 		}
 	}
-	if c.Output != "" && c.Output == c.Input {
-		bad("output", "%q is also the input topic", c.Output)
+	if c.Output == "" {
+		bad("output", "required")
 	}
-	if c.DLQ != "" && (c.DLQ == c.Input || c.DLQ == c.Output) {
-		bad("dlq", "%q is also the input or output topic", c.DLQ)
+	if c.DLQ != "" && c.DLQ == c.Output {
+		bad("dlq", "%q is also the output topic", c.DLQ)
+	}
+	if kt := c.KeyType; kt != "" && kt != dedup.KeyEventID && kt != dedup.KeyAggregateID {
+		bad("key-type", "%q is not event-id or aggregate-id", kt)
 	}
 	if c.IDSource.Validate() != nil {
 		bad("id-field", "empty; set it or --id-header")
@@ -116,7 +141,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// moment. Input first: with a worker still running, an event arriving in
 	// between can then only add an unexpected output, never a false missing.
 	var spans []span
-	for role, topic := range []string{cfg.Input, cfg.Output, cfg.DLQ} {
+	roles := make([]Role, len(cfg.Inputs), len(cfg.Inputs)+2)
+	topics := append(slices.Clone(cfg.Inputs), cfg.Output, cfg.DLQ)
+	roles = append(roles, OutputTopic, DeadLetterTopic) // InputTopic is 0
+	for i, topic := range topics {
+		role := roles[i]
 		if topic == "" {
 			continue
 		}
@@ -129,11 +158,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if err != nil {
 				return nil, fmt.Errorf("bounds: %w", err)
 			}
-			spans = append(spans, span{Role(role), topic, p, from, to})
+			spans = append(spans, span{role, topic, p, from, to})
 		}
 	}
 
 	tally, dec := NewTally(), codecs.Decoder{ID: cfg.IDSource}
+	table := dedup.Table{KeyType: cmp.Or(cfg.KeyType, dedup.KeyEventID)}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
@@ -141,7 +171,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		wg.Go(func() {
 			_, err := kafkautil.ReadCommitted(ctx, client, s.topic, s.part, s.from, s.to,
 				func(off int64, rec *sarama.Record) error {
-					tally.Add(s.role, Decode(dec, s.part, off, rec.Value, rec.Headers))
+					r := DecodeKey(dec, table, s.part, off, rec.Value, rec.Headers)
+					r.Topic = s.topic
+					tally.Add(s.role, r)
 					return nil
 				})
 			if err != nil {
@@ -154,7 +186,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r := tally.Report()
-	r.Input, r.Output, r.DLQ = cfg.Input, cfg.Output, cfg.DLQ
+	r.Inputs, r.Output, r.DLQ, r.KeyType = cfg.Inputs, cfg.Output, cfg.DLQ, table.KeyType
 	return r, nil
 }
 
@@ -162,16 +194,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // is and its dedup key, or why it has none. Values are not kept, so a
 // million events fit in memory.
 type Record struct {
+	Topic     string // set by Run; the topic's role is Add's
 	Partition int32
 	Offset    int64
-	Key       string // dedup key (dedup.Table.Key in event-id mode); empty when Err is set
+	Key       string // dedup key (dedup.Table.Key); empty when Err is set
 	Err       error  // the decode error
 	DLQReason string // the dlq-reason header, if any
 }
 
-// Decode reduces a record the way the processor sees it: same decoder, same
-// key, so an ID the processor would dedup is the ID the verifier counts.
+// Decode reduces a record the way the processor sees it in event-id mode:
+// DecodeKey with dedup.KeyEventID.
 func Decode(d codecs.Decoder, partition int32, offset int64, value []byte, headers []*sarama.RecordHeader) Record {
+	return DecodeKey(d, dedup.Table{KeyType: dedup.KeyEventID}, partition, offset, value, headers)
+}
+
+// DecodeKey reduces a record the way the processor sees it: same decoder,
+// same key (t.Key), so an ID the processor would dedup is the ID the
+// verifier counts. An event without an aggregate ID in aggregate-id mode
+// has dedup.ErrNoAggregateID, which the worker dead-letters.
+func DecodeKey(d codecs.Decoder, t dedup.Table, partition int32, offset int64, value []byte, headers []*sarama.RecordHeader) Record {
 	r := Record{Partition: partition, Offset: offset}
 	var hm map[string][]byte // only header mode reads headers; skip the map otherwise
 	if d.ID.Header != "" {
@@ -187,25 +228,42 @@ func Decode(d codecs.Decoder, partition int32, offset int64, value []byte, heade
 	}
 	ev, err := d.Decode(value, hm)
 	if err == nil {
-		r.Key, err = dedup.Table{KeyType: dedup.KeyEventID}.Key(ev)
+		r.Key, err = t.Key(ev)
 	}
 	r.Err = err
 	return r
 }
 
 // entry is what is kept per dedup key: counts and the first two positions
-// on the input and the output, laid out to stay at 64 bytes.
+// on the input and the output (their topics as indexes into Tally.topics),
+// laid out to stay at 64 bytes.
 type entry struct {
-	inOff, outOff   [2]int64
-	inPart, outPart [2]int32
-	in, out, dlq    int32
+	inOff, outOff     [2]int64
+	inPart, outPart   [2]int32
+	in, out, dlq      int32
+	inTopic, outTopic [2]uint8
 }
 
 // Tally counts records as they are read; Add is safe for concurrent use.
 type Tally struct {
 	mu     sync.Mutex
 	events map[string]entry
+	topics []string // the topics of the positions kept, by their index in entry
 	r      Report
+}
+
+// topic is name's index in t.topics, added if new; the caller holds t.mu.
+// Past 256 topics the positions keep the last one's index: Run reads a
+// handful of topics.
+func (t *Tally) topic(name string) uint8 {
+	if i := slices.Index(t.topics, name); i >= 0 {
+		return uint8(i)
+	}
+	if len(t.topics) == 256 {
+		return 255
+	}
+	t.topics = append(t.topics, name)
+	return uint8(len(t.topics) - 1)
 }
 
 // NewTally returns an empty tally.
@@ -222,13 +280,13 @@ func (t *Tally) Add(role Role, rec Record) {
 	case InputTopic:
 		t.r.InputRecords++
 		if rec.Err != nil {
-			t.r.Undecodable[codecs.Reason(rec.Err)]++
+			t.r.Undecodable[reason(rec.Err)]++
 			return
 		}
 	case OutputTopic:
 		t.r.OutputRecords++
 		if rec.Err != nil {
-			t.r.UndecodableOutput[codecs.Reason(rec.Err)]++
+			t.r.UndecodableOutput[reason(rec.Err)]++
 			return
 		}
 	case DeadLetterTopic:
@@ -247,12 +305,12 @@ func (t *Tally) Add(role Role, rec Record) {
 			t.r.InputEvents++
 		}
 		if e.in < 2 {
-			e.inPart[e.in], e.inOff[e.in] = rec.Partition, rec.Offset
+			e.inPart[e.in], e.inOff[e.in], e.inTopic[e.in] = rec.Partition, rec.Offset, t.topic(rec.Topic)
 		}
 		e.in++
 	case OutputTopic:
 		if e.out < 2 {
-			e.outPart[e.out], e.outOff[e.out] = rec.Partition, rec.Offset
+			e.outPart[e.out], e.outOff[e.out], e.outTopic[e.out] = rec.Partition, rec.Offset, t.topic(rec.Topic)
 		}
 		e.out++
 	default:
@@ -276,16 +334,16 @@ func (t *Tally) Report() *Report {
 			r.DeadLetteredEvents++
 		case e.in > 0 && e.out == 0:
 			r.MissingEvents++
-			missing.add(trace(k, e))
+			missing.add(t.trace(k, e))
 		case e.in == 0 && e.out > 0:
 			r.UnexpectedEvents++
 			r.UnexpectedOutputs += int(e.out)
-			unexp.add(trace(k, e))
+			unexp.add(t.trace(k, e))
 		}
 		if e.out > 1 {
 			r.DuplicatedEvents++
 			r.ExtraOutputs += int(e.out) - 1
-			dup.add(trace(k, e))
+			dup.add(t.trace(k, e))
 		}
 	}
 	r.Missing, r.Duplicated, r.Unexpected = missing.trim(), dup.trim(), unexp.trim()
@@ -318,38 +376,51 @@ func (l *earliest) trim() []Trace {
 	slices.SortFunc(*l, func(a, b Trace) int {
 		pa, pb := a.first(), b.first()
 		return cmp.Or(cmp.Compare(pa.Partition, pb.Partition), cmp.Compare(pa.Offset, pb.Offset),
-			strings.Compare(a.Source, b.Source), strings.Compare(a.ID, b.ID))
+			strings.Compare(pa.Topic, pb.Topic), strings.Compare(a.Source, b.Source), strings.Compare(a.ID, b.ID))
 	})
 	*l = (*l)[:min(len(*l), MaxTraces)]
 	return *l
 }
 
-func trace(key string, e entry) Trace {
-	t := Trace{ID: key, InputCount: int(e.in), OutputCount: int(e.out)}
-	if src, id, ok := strings.Cut(key, "\x00"); ok { // header mode: ce_source NUL ce_id
-		t.Source, t.ID = src, id
+// reason is the label a record that has no dedup key is counted under: the
+// worker's dead-letter reason.
+func reason(err error) string {
+	if errors.Is(err, dedup.ErrNoAggregateID) {
+		return dedup.ReasonNoAggregateID
 	}
-	for j := range min(int(e.in), 2) {
-		t.Inputs = append(t.Inputs, Position{e.inPart[j], e.inOff[j]})
-	}
-	for j := range min(int(e.out), 2) {
-		t.Outputs = append(t.Outputs, Position{e.outPart[j], e.outOff[j]})
-	}
-	return t
+	return codecs.Reason(err)
 }
 
-// Position is a record's place in its topic.
+func (t *Tally) trace(key string, e entry) Trace {
+	tr := Trace{ID: key, InputCount: int(e.in), OutputCount: int(e.out)}
+	if src, id, ok := strings.Cut(key, "\x00"); ok { // header mode: ce_source NUL ce_id
+		tr.Source, tr.ID = src, id
+	}
+	for j := range min(int(e.in), 2) {
+		tr.Inputs = append(tr.Inputs, Position{t.topics[e.inTopic[j]], e.inPart[j], e.inOff[j]})
+	}
+	for j := range min(int(e.out), 2) {
+		tr.Outputs = append(tr.Outputs, Position{t.topics[e.outTopic[j]], e.outPart[j], e.outOff[j]})
+	}
+	return tr
+}
+
+// Position is a record's place: its topic (empty for records added without
+// one), partition and offset.
 type Position struct {
+	Topic     string
 	Partition int32
 	Offset    int64
 }
 
+// String is p0@12, without the topic: Print adds it where the inputs are
+// several.
 func (p Position) String() string { return fmt.Sprintf("p%d@%d", p.Partition, p.Offset) }
 
-// Trace locates one event that failed the check, so it can be looked up in
-// the topics and the processor's logs.
+// Trace locates one event (in aggregate-id mode, one aggregate) that failed
+// the check, so it can be looked up in the topics and the processor's logs.
 type Trace struct {
-	ID, Source              string // Source is ce_source in header mode
+	ID, Source              string // the dedup key: the event ID, or the aggregate ID; Source is ce_source in header mode
 	InputCount, OutputCount int
 	Inputs, Outputs         []Position // the first two of each
 }
@@ -364,9 +435,12 @@ func (t Trace) first() Position {
 
 // Report is the verdict. Missing leaves out events that were dead-lettered
 // and not output (a handler error does that by design); they are counted in
-// DeadLetteredEvents.
+// DeadLetteredEvents. With KeyType dedup.KeyAggregateID every count of
+// events counts aggregates.
 type Report struct {
-	Input, Output, DLQ string
+	Inputs      []string
+	Output, DLQ string
+	KeyType     dedup.KeyType // what an event is: dedup.KeyEventID, or dedup.KeyAggregateID
 
 	InputRecords, InputEvents, InputDuplicates int
 	Undecodable                                map[string]int // input records by codecs.Reason
@@ -391,23 +465,33 @@ func (r *Report) Err() error {
 	if r.OK() {
 		return nil
 	}
-	return fmt.Errorf("FAIL: missing %d (input events with no output), duplicated %d (events output more than once)",
-		r.MissingEvents, r.DuplicatedEvents)
+	return fmt.Errorf("FAIL: missing %d (input %s with no output), duplicated %d (%s output more than once)",
+		r.MissingEvents, r.unit(), r.DuplicatedEvents, r.unit())
+}
+
+// unit is what the report counts: events, or aggregates in aggregate-id
+// mode.
+func (r *Report) unit() string {
+	if r.KeyType == dedup.KeyAggregateID {
+		return "aggregates"
+	}
+	return "events"
 }
 
 // Print writes the counts, the first show traces of each kind, and a last
 // line that starts with OK or FAIL.
 func (r *Report) Print(w io.Writer, show int) {
-	fmt.Fprintf(w, "input       %s: %d records, %d distinct events, %d duplicate records, undecodable %s\n",
-		r.Input, r.InputRecords, r.InputEvents, r.InputDuplicates, byReason(r.Undecodable))
-	fmt.Fprintf(w, "output      %s: %d records, %d distinct events, undecodable %s\n",
-		r.Output, r.OutputRecords, r.OutputEvents, byReason(r.UndecodableOutput))
+	u := r.unit()
+	fmt.Fprintf(w, "input       %s: %d records, %d distinct %s, %d duplicate records, undecodable %s\n",
+		strings.Join(r.Inputs, ", "), r.InputRecords, r.InputEvents, u, r.InputDuplicates, byReason(r.Undecodable))
+	fmt.Fprintf(w, "output      %s: %d records, %d distinct %s, undecodable %s\n",
+		r.Output, r.OutputRecords, r.OutputEvents, u, byReason(r.UndecodableOutput))
 	if r.DLQ != "" {
-		fmt.Fprintf(w, "dead-letter %s: records %s; %d input events dead-lettered instead of output\n",
-			r.DLQ, byReason(r.DeadLettered), r.DeadLetteredEvents)
+		fmt.Fprintf(w, "dead-letter %s: records %s; %d input %s dead-lettered instead of output\n",
+			r.DLQ, byReason(r.DeadLettered), r.DeadLetteredEvents, u)
 	}
-	fmt.Fprintf(w, "missing:    %d input events with no output\n", r.MissingEvents)
-	fmt.Fprintf(w, "duplicated: %d events output more than once (%d extra records)\n", r.DuplicatedEvents, r.ExtraOutputs)
+	fmt.Fprintf(w, "missing:    %d input %s with no output\n", r.MissingEvents, u)
+	fmt.Fprintf(w, "duplicated: %d %s output more than once (%d extra records)\n", r.DuplicatedEvents, u, r.ExtraOutputs)
 	fmt.Fprintf(w, "unexpected: %d output records (%d IDs) not on the input\n", r.UnexpectedOutputs, r.UnexpectedEvents)
 	for _, l := range []struct {
 		name  string
@@ -422,7 +506,8 @@ func (r *Report) Print(w io.Writer, show int) {
 				if t.Source != "" {
 					id += fmt.Sprintf(" (source %q)", t.Source)
 				}
-				fmt.Fprintf(w, "  %s  input %s  output %s\n", id, positions(t.Inputs, t.InputCount), positions(t.Outputs, t.OutputCount))
+				fmt.Fprintf(w, "  %s  input %s  output %s\n", id, positions(t.Inputs, t.InputCount, len(r.Inputs) > 1),
+					positions(t.Outputs, t.OutputCount, false))
 			}
 		}
 	}
@@ -430,13 +515,19 @@ func (r *Report) Print(w io.Writer, show int) {
 		fmt.Fprintln(w, err)
 		return
 	}
-	fmt.Fprintf(w, "OK: all %d input events output exactly once\n", r.InputEvents)
+	fmt.Fprintf(w, "OK: all %d input %s output exactly once\n", r.InputEvents, u)
 }
 
-func positions(ps []Position, total int) string {
+// positions lists ps, of total, with their topics when withTopic (a
+// position on one of several inputs).
+func positions(ps []Position, total int, withTopic bool) string {
 	s := make([]string, 0, len(ps)+1)
 	for _, p := range ps {
-		s = append(s, p.String())
+		if withTopic {
+			s = append(s, p.Topic+"/"+p.String())
+		} else {
+			s = append(s, p.String())
+		}
 	}
 	if more := total - len(ps); more > 0 {
 		s = append(s, fmt.Sprintf("+%d more", more))

@@ -8,12 +8,13 @@ import (
 	"io"
 	"os"
 
+	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/verify"
 )
 
-// verifyFlags binds `processor verify`'s flags. The ID flags are the same as
-// `processor run`'s, so the verifier computes the worker's dedup keys, and
-// like run's every flag can come from PROCESSOR_<FLAG>.
+// verifyFlags binds `processor verify`'s flags. The input, key and ID flags
+// are the same as `processor run`'s, so the verifier computes the worker's
+// dedup keys, and like run's every flag can come from PROCESSOR_<FLAG>.
 func verifyFlags(cfg *verify.Config, show *int) *flag.FlagSet {
 	fs := flag.NewFlagSet("processor verify", flag.ContinueOnError)
 	fs.Func("brokers", "comma-separated Kafka bootstrap brokers (required)", func(s string) error {
@@ -21,9 +22,14 @@ func verifyFlags(cfg *verify.Config, show *int) *flag.FlagSet {
 		return nil
 	})
 	securityFlags(fs, &cfg.Security)
-	fs.StringVar(&cfg.Input, "input", "", "input topic the worker read (required)")
+	fs.Func("input", "comma-separated input topics the worker read (required; its --input); an event on two of them is one event", func(s string) error {
+		cfg.Inputs = splitInputs(s)
+		return nil
+	})
 	fs.StringVar(&cfg.Output, "output", "", "output topic the worker wrote (required)")
 	fs.StringVar(&cfg.DLQ, "dlq", "", "dead-letter topic; when set, its records are counted by dlq-reason")
+	fs.StringVar((*string)(&cfg.KeyType), "key-type", string(dedup.KeyEventID),
+		"the worker's dedup key (its --key-type): event-id or aggregate-id (then each aggregate must be output once)")
 	fs.StringVar(&cfg.IDSource.Field, "id-field", "eventId", "JSON field holding the event ID; a dotted path (meta.eventId) reads nested objects")
 	fs.StringVar(&cfg.IDSource.Header, "id-header", "", "take the event ID from this header (CloudEvents binary mode: ce_id)")
 	fs.StringVar(&cfg.IDSource.SourceHeader, "id-source-header", "", "header that makes the header ID unique (default ce_source when --id-header=ce_id)")

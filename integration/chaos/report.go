@@ -52,7 +52,7 @@ type result struct {
 // injected malformed record against the dead-letter topic, and every
 // acknowledged event against the input topic.
 func (r *result) check(ctx context.Context, cfg *Config, brokers []string) error {
-	rep, err := verify.Run(ctx, verify.Config{Brokers: brokers, Input: r.input, Output: r.output, DLQ: r.dlq, IDSource: codecs.DefaultIDSource()})
+	rep, err := verify.Run(ctx, verify.Config{Brokers: brokers, Inputs: []string{r.input}, Output: r.output, DLQ: r.dlq, IDSource: codecs.DefaultIDSource()})
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
