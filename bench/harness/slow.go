@@ -271,6 +271,7 @@ func RunSlow(ctx context.Context, cfg SlowConfig) (*SlowReport, error) {
 		WorkDir: cfg.WorkDir, Log: cfg.Log}, runID: hex.EncodeToString(b), brokerPID: brokerPID(cfg.KafkaData)}
 	rep := &SlowReport{Config: cfg, Commit: gitCommit(), Started: time.Now(), Machine: describeMachine(cfg.KafkaData),
 		Versions: map[string]string{}}
+	defer func() { rep.Finished = time.Now() }() // also when it ends early
 	var err error
 	if h.admin, err = newAdmin(cfg.Brokers); err != nil {
 		return nil, err
@@ -307,7 +308,6 @@ func RunSlow(ctx context.Context, cfg SlowConfig) (*SlowReport, error) {
 		}
 		h.admin.deleteTopics(in.topic)
 	}
-	rep.Finished = time.Now()
 	return rep, nil
 }
 

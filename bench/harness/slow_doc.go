@@ -144,7 +144,7 @@ func (r *SlowReport) markdown() string {
 	p("contender, %d partitions, the input already waiting (a backlog). A contender that runs one call at a time", c.Partitions)
 	p("cannot finish a large backlog (a 100 ms handler: 10 events/s), so every row is bounded in time: after a warm-up of")
 	p("%s from READY, the window measures the events handed to the output for %s, or until the input is done,", c.Warmup, c.Window)
-	p("whichever comes first. Throughput is in the raw benchmark: [benchmarks.md](benchmarks.md).")
+	p("whichever comes first. A handler that does not wait is measured on [benchmarks.md](benchmarks.md).")
 	p("")
 	for _, sc := range c.Cases {
 		p("## Handler sleeping %s, backlog of %d records", sc.Sleep, sc.Records)
@@ -169,6 +169,9 @@ func (r *SlowReport) markdown() string {
 	p("  a time; the default handler timeout of a minute) and `--rekey=never`, as the input allows. Kafka Streams: the")
 	p("  benchmark's application (bench/kstreams) in its local mode, exactly_once_v2, a RocksDB store, with")
 	p("  `Thread.sleep` in its processor before it forwards a first-seen event: one record at a time per stream thread.")
+	p("  Its consumer's max.poll.interval.ms is 10 s (or 3 sleeps) in these rows: a stream thread processes buffered")
+	p("  records for up to half of it before it looks at a close, and with the default (5 min) it went on through the")
+	p("  backlog for over 50 s after SIGTERM.")
 	p("- Confluent's Parallel Consumer (%s, from Maven Central) in its transactional mode", ParallelConsumerVersion)
 	p("  (`PERIODIC_TRANSACTIONAL_PRODUCER`, `pollAndProduce`, `UNORDERED`, the same sleep): it keeps no dedup state, so")
 	p("  it forwards the input's duplicates too, and its outputs are counted per input record, as the raw pipe's are.")

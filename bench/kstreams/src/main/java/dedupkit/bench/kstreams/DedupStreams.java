@@ -217,6 +217,15 @@ public final class DedupStreams {
     p.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, opt.get("standby-replicas"));
     p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), opt.get("session-timeout-ms"));
     p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
+    long sleepMs = Long.parseLong(opt.get("sleep-ms"));
+    if (sleepMs > 0) {
+      // A stream thread processes its buffered records for up to half of
+      // max.poll.interval.ms before it polls and looks at a close: with the
+      // default (5 min) and a sleeping processor it went on through the
+      // backlog for over 50 s after close. 10 s (or 3 sleeps) bounds that.
+      p.put(StreamsConfig.consumerPrefix(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG),
+          String.valueOf(Math.max(10_000, 3 * sleepMs)));
+    }
     String instance = opt.get("group-instance-id");
     if (!instance.isEmpty()) {
       p.put(StreamsConfig.consumerPrefix(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG), instance);
