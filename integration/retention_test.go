@@ -79,7 +79,14 @@ func until(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 // value (not a tombstone), and the non-null records still in the log.
 func liveValues(t *testing.T, brokers []string, topic string) (live, values int) {
 	t.Helper()
-	recs, err := kafkatest.ReadAll(context.Background(), brokers, topic)
+	// A transaction's records are read_committed only once its markers are
+	// written, after the commit returned.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := kafkatest.WaitSettled(ctx, brokers, topic); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := kafkatest.ReadAll(ctx, brokers, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
