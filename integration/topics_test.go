@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
+
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/atleastonce"
 	"github.com/dedupkit/dedup/internal/kafkatest"
@@ -63,8 +65,40 @@ func TestExistingTopicsThatDoNotFitFailTheStart(t *testing.T) {
 				if tc.wantNoFix != "" && strings.Contains(err.Error(), tc.wantNoFix) {
 					t.Errorf("%s: the error offers %q, which does not apply:\n%v", runtime, tc.wantNoFix, err)
 				}
+				// The start created the dead-letter and output topics and,
+				// unless the test made it, the table. A topic created a moment
+				// ago can be missing from the broker's metadata still: the next
+				// start would then retry its check of the table (rightly) and
+				// fail the no-retry assertion. Start it once they show.
+				waitTopicsShown(t, e.brokers, group+"-table", group+"-dlq", e.output)
 			}
 		})
+	}
+}
+
+// waitTopicsShown waits until the broker's metadata shows each of topics,
+// which exist.
+func waitTopicsShown(t *testing.T, brokers []string, topics ...string) {
+	t.Helper()
+	admin, err := sarama.NewClusterAdmin(brokers, kafkatest.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		meta, err := admin.DescribeTopics(topics)
+		shown := err == nil && len(meta) == len(topics)
+		for _, m := range meta {
+			shown = shown && m.Err == sarama.ErrNoError && len(m.Partitions) > 0
+		}
+		if shown {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topics %v not all in the metadata 30 s after they were created (last: %v)", topics, err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the broker's metadata
 	}
 }
 
