@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -56,7 +57,7 @@ func TestHealthOfAWorkerThatCannotCommit(t *testing.T) {
 	if !strings.Contains(p.logs.String(), "no DescribeConfigs on these topics") {
 		t.Errorf("the worker did not warn that it cannot read the output topic's limit:\n%s", tail(p.logs.String(), 20))
 	}
-	setMaxMessageBytes(t, e.brokers, e.output, 1024)
+	lowerMaxMessageBytes(t, e.brokers, e.output, 1024)
 	big := e.produce(kafkatest.Record{Key: "b", Value: bigEvent("big")})
 	refused := time.Now()
 	h = p.waitHealth("/readyz", http.StatusServiceUnavailable, time.Minute, func(h metrics.Health) bool { return h.ConsecutiveAborts >= 3 })
@@ -163,6 +164,52 @@ func bigEvent(id string) []byte {
 func setMaxMessageBytes(t *testing.T, brokers []string, topic string, n int) {
 	t.Helper()
 	setTopicConfig(t, brokers, topic, "max.message.bytes", fmt.Sprint(n))
+}
+
+// lowerMaxMessageBytes sets max.message.bytes n on the existing topic, its
+// only partition, and returns once the broker refuses a record larger than
+// n. The broker applies a config change after the alter has returned: a
+// worker that writes a big record before then has it taken, and what the
+// test waits for never happens. The probe is written in a transaction that
+// is aborted, so no reader (read_committed) ever sees it.
+func lowerMaxMessageBytes(t *testing.T, brokers []string, topic string, n int) {
+	t.Helper()
+	setMaxMessageBytes(t, brokers, topic, n)
+	id := unique("limit-probe")
+	deadline := time.Now().Add(30 * time.Second)
+	for !limitRefuses(t, brokers, id, topic, n+1) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still takes a record of %d bytes 30 s after max.message.bytes=%d was set", topic, n+1, n)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the broker's applying of the config
+	}
+}
+
+// limitRefuses writes a record of size bytes to partition 0 of topic in a
+// transaction of transactional ID id, aborts it, and says whether the
+// broker refused the record as too large.
+func limitRefuses(t *testing.T, brokers []string, id, topic string, size int) bool {
+	t.Helper()
+	p, err := sarama.NewSyncProducer(brokers, txnProducerConfig(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.BeginTxn(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = p.SendMessage(&sarama.ProducerMessage{Topic: topic, Partition: 0, Value: sarama.ByteEncoder(make([]byte, size))})
+	if errors.Is(err, sarama.ErrMessageSizeTooLarge) {
+		_ = p.AbortTxn() // nothing was written
+		return true
+	}
+	if err != nil {
+		t.Fatalf("probe of %s's record limit: %v", topic, err)
+	}
+	if err := p.AbortTxn(); err != nil {
+		t.Fatalf("aborting the probe of %s's record limit: %v", topic, err)
+	}
+	return false
 }
 
 // setTopicConfig sets one config entry of the existing topic (the others

@@ -124,7 +124,7 @@ func TestRecordLimitLoweredWhileRunning(t *testing.T) {
 
 	e.produce(event("a", "a"))
 	e.waitProcessed(group)
-	setMaxMessageBytes(t, e.brokers, e.output, 2000)
+	lowerMaxMessageBytes(t, e.brokers, e.output, 2000)
 	big := kafkatest.Record{Key: "big", Value: fmt.Appendf(nil, `{"eventId":"big","pad":%q}`, bytes.Repeat([]byte("p"), 3000))}
 	e.produce(big, event("b", "b"))
 	e.waitProcessed(group)
