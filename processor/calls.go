@@ -7,22 +7,24 @@ import (
 )
 
 // A handler that calls a payment API or a database takes 100 ms to seconds
-// an event. Run on the loop goroutine, such a call held the loop, and with
-// it the open transaction: a batch of slow calls outlived the transaction
-// timeout, the coordinator aborted it, and the member took the same batch
-// again; other instances fenced the member as dead. So the loop starts each
-// handler call on a goroutine of its own (engine.Call.Run) and goes on: it
-// commits on the commit interval while calls run, and a transaction holds
-// only events that are done. Topology.Concurrency says how many calls run
-// at once; with the default, one, the loop waits for the running call
-// before it takes the next record, as before, but it commits meanwhile.
+// an event. A call that held the loop held the open transaction with it: a
+// batch of slow calls outlived the transaction timeout, the coordinator
+// aborted it, and the member took the same batch again; other instances
+// fenced the member as dead. Now the loop's work goes on while calls run:
+// it commits on the commit interval, and a transaction holds only events
+// that are done. Topology.Concurrency says how many calls run at once. With
+// the default, one, the loop makes each call itself and a stand-in does its
+// work meanwhile (standin.go); with more, the calls run on workers
+// (engine.Call.Run) while the loop goes on.
 //
 // Order and exactly-once with calls side by side:
-//   - A record whose dedup key has a call running (or whose record key
-//     does, under OrderByRecordKey) waits until that call is done, and the
-//     records behind it wait with it: each key's events are judged and run
-//     one after the other, in offset order, so a duplicate of a running
-//     event is judged after its first copy was marked seen.
+//   - A record whose dedup key has a call running or records parked (or
+//     whose record key does, under OrderByRecordKey) is parked behind them
+//     while the loop goes on with other records: each key's events are
+//     judged and run one after the other, in the order the loop took them,
+//     so a copy of a running event is judged after its first copy was
+//     marked seen, and a producer's retry right after the original holds
+//     up nothing but itself. A parked record holds its offset like a call.
 //   - A partition's input offset is committed up to its oldest event not
 //     yet done (calls.committable). An event done past it is committed with
 //     its outputs and seen mark; after a crash it is consumed again and the
@@ -45,8 +47,15 @@ type calls struct {
 	jobs    chan *flight
 	results chan *flight
 	keys    map[string]int // dedup and record keys of running calls
-	// parts are the partitions' offsets held by a call: running, or
-	// interrupted (pinned until the session ends). held counts them. A
+	// queues are the records parked behind each key, in the order taken;
+	// a record is in the queue of each of its keys and starts once it is
+	// first in all of them and none of its keys runs. ready are parked
+	// records that may start, for when a call is free.
+	queues map[string][]*flight
+	parked int
+	ready  []*flight
+	// parts are the partitions' offsets held by a call: running, parked,
+	// or interrupted (pinned until the session ends). held counts them. A
 	// partition's entry stays once made: one per partition of the session.
 	parts map[topicPartition]*heldOffsets
 	held  int
@@ -70,24 +79,109 @@ type flight struct {
 	tp      topicPartition
 	keys    [2]string // dedup key, record key ("" when not ordered by it)
 	started time.Time // of the call
+	// held: its offset is in calls.parts; parkedAt: when it was parked;
+	// inReady: it is in calls.ready.
+	held     bool
+	parkedAt time.Time
+	inReady  bool
 }
 
 func newCalls(limit int, hooks CallHooks) *calls {
 	return &calls{limit: limit, jobs: make(chan *flight, limit), results: make(chan *flight, limit), keys: map[string]int{},
-		parts: map[topicPartition]*heldOffsets{}, hooks: hooks}
+		queues: map[string][]*flight{}, parts: map[topicPartition]*heldOffsets{}, hooks: hooks}
 }
 
-// free says a record of these keys may be started now.
-func (c *calls) free(keys [2]string) bool { return c.running < c.limit && !c.busy(keys) }
-
-// busy says a call of one of these keys runs.
-func (c *calls) busy(keys [2]string) bool {
+// blocked says a record of these keys must wait: a call of one of them
+// runs, or records of one of them are parked.
+func (c *calls) blocked(keys [2]string) bool {
 	for _, k := range keys {
-		if k != "" && c.keys[k] > 0 {
+		if k != "" && (c.keys[k] > 0 || len(c.queues[k]) > 0) {
 			return true
 		}
 	}
 	return false
+}
+
+// park parks f behind its keys.
+func (c *calls) park(f *flight) {
+	c.hold(f)
+	f.parkedAt = time.Now()
+	for _, k := range f.keys {
+		if k != "" {
+			c.queues[k] = append(c.queues[k], f)
+		}
+	}
+	c.parked++
+}
+
+// startable says parked f is first behind each of its keys, none running.
+func (c *calls) startable(f *flight) bool {
+	for _, k := range f.keys {
+		if k != "" && (c.keys[k] > 0 || len(c.queues[k]) == 0 || c.queues[k][0] != f) {
+			return false
+		}
+	}
+	return true
+}
+
+// unpark takes startable f out of its keys' queues.
+func (c *calls) unpark(f *flight) {
+	for _, k := range f.keys {
+		if k == "" {
+			continue
+		}
+		if q := c.queues[k][1:]; len(q) > 0 {
+			c.queues[k] = q
+		} else {
+			delete(c.queues, k)
+		}
+	}
+	c.parked--
+}
+
+// wake makes the first records parked behind keys ready when they can
+// start now.
+func (c *calls) wake(keys [2]string) {
+	for _, k := range keys {
+		if k == "" || len(c.queues[k]) == 0 {
+			continue
+		}
+		if f := c.queues[k][0]; !f.inReady && c.startable(f) {
+			f.inReady = true
+			c.ready = append(c.ready, f)
+		}
+	}
+}
+
+// nextReady is a parked record that can start now, out of its queues, or
+// nil.
+func (c *calls) nextReady() *flight {
+	for len(c.ready) > 0 {
+		f := c.ready[0]
+		c.ready[0] = nil
+		c.ready = c.ready[1:]
+		f.inReady = false
+		if c.startable(f) {
+			c.unpark(f)
+			return f
+		}
+	}
+	return nil
+}
+
+// hold puts f's offset among its partition's held offsets.
+func (c *calls) hold(f *flight) {
+	if f.held {
+		return
+	}
+	f.held = true
+	h := c.parts[f.tp]
+	if h == nil {
+		h = &heldOffsets{next: -1}
+		c.parts[f.tp] = h
+	}
+	h.offsets = append(h.offsets, f.in.msg.Offset)
+	c.held++
 }
 
 // start starts f's call on a worker, first starting one if each is busy.
@@ -113,18 +207,15 @@ func (c *calls) note(f *flight) {
 	f.started = time.Now()
 	c.hooks.CallStarted()
 	c.running++
+	if c.limit == 1 {
+		f.keys = [2]string{} // one call at a time: no key can be busy
+	}
 	for _, k := range f.keys {
 		if k != "" {
 			c.keys[k]++
 		}
 	}
-	h := c.parts[f.tp]
-	if h == nil {
-		h = &heldOffsets{next: -1}
-		c.parts[f.tp] = h
-	}
-	h.offsets = append(h.offsets, f.in.msg.Offset)
-	c.held++
+	c.hold(f)
 }
 
 // stopped notes that f's call returned; its keys are free again.
@@ -138,12 +229,14 @@ func (c *calls) stopped(f *flight) {
 			}
 		}
 	}
+	c.wake(f.keys)
 }
 
 // done notes that the event at off of tp is done (its call finished, or it
-// needed none) and returns the partition's offset to commit now: after
-// every done event, short of the oldest offset a call holds.
-func (c *calls) done(tp topicPartition, off int64, called bool) int64 {
+// needed none; held: its offset was held) and returns the partition's
+// offset to commit now: after every done event, short of the oldest offset
+// a call or a parked record holds.
+func (c *calls) done(tp topicPartition, off int64, held bool) int64 {
 	if c.held == 0 { // no call running or pinned: the usual case
 		return off + 1
 	}
@@ -151,11 +244,11 @@ func (c *calls) done(tp topicPartition, off int64, called bool) int64 {
 	if h == nil {
 		return off + 1
 	}
-	if !called && len(h.offsets) == 0 {
+	if !held && len(h.offsets) == 0 {
 		h.next = off + 1
 		return off + 1
 	}
-	if called {
+	if held {
 		for i, o := range h.offsets {
 			if o == off {
 				h.offsets = append(h.offsets[:i], h.offsets[i+1:]...)

@@ -73,35 +73,62 @@ func TestCallsCommitThePrefixOfDoneEvents(t *testing.T) {
 	}
 }
 
-// TestCallsHoldBackABusyKey: a record waits while a call of its dedup key
-// or (ordered by record key) its record key runs, and while every call is
-// taken.
-func TestCallsHoldBackABusyKey(t *testing.T) {
-	cs := newCalls(2, nopCallHooks{})
-	f := &flight{in: inbound{msg: &sarama.ConsumerMessage{Offset: 1}}, keys: [2]string{"evt-1", "acct-1"}}
-	cs.note(f)
+// TestCallsParkBehindABusyKey: a record of a key with a call running, or
+// with records parked, is parked behind them, and starts once it is first
+// behind each of its keys with none running, in the order taken.
+func TestCallsParkBehindABusyKey(t *testing.T) {
+	cs := newCalls(4, nopCallHooks{})
+	off := int64(0)
+	rec := func(keys ...string) *flight {
+		off++
+		f := &flight{in: inbound{msg: &sarama.ConsumerMessage{Offset: off}}, tp: topicPartition{"in", 0}}
+		copy(f.keys[:], keys)
+		return f
+	}
+	running := rec("evt-1", "acct-1")
+	cs.note(running)
 	cases := []struct {
 		keys [2]string
 		want bool
 	}{
-		{[2]string{"evt-1", ""}, false},       // the same event again: judged after the first
-		{[2]string{"evt-2", "acct-1"}, false}, // the same account, in order
-		{[2]string{"evt-2", "acct-2"}, true},
-		{[2]string{"evt-2", ""}, true},
+		{[2]string{"evt-1", ""}, true},       // a copy of the running event
+		{[2]string{"evt-2", "acct-1"}, true}, // the same account
+		{[2]string{"evt-2", "acct-2"}, false},
+		{[2]string{"evt-2", ""}, false},
 	}
 	for _, c := range cases {
-		if got := cs.free(c.keys); got != c.want {
-			t.Errorf("free(%v) = %v with %v running, want %v", c.keys, got, f.keys, c.want)
+		if got := cs.blocked(c.keys); got != c.want {
+			t.Errorf("blocked(%v) = %v with %v running, want %v", c.keys, got, running.keys, c.want)
 		}
 	}
-	g := &flight{in: inbound{msg: &sarama.ConsumerMessage{Offset: 2}}, keys: [2]string{"evt-3", ""}}
-	cs.note(g)
-	if cs.free([2]string{"evt-4", ""}) {
-		t.Error("a third call started while the limit is 2")
+	copyOf := rec("evt-1", "acct-1")
+	cs.park(copyOf)
+	sameAccount := rec("evt-3", "acct-1")
+	if !cs.blocked(sameAccount.keys) {
+		t.Fatal("a record of an account with a record parked is not blocked")
 	}
-	cs.stopped(f)
-	if !cs.free([2]string{"evt-1", "acct-1"}) {
-		t.Error("evt-1's key still busy after its call returned")
+	cs.park(sameAccount)
+	if f := cs.nextReady(); f != nil {
+		t.Fatalf("%v ready while evt-1 runs", f.keys)
+	}
+	cs.stopped(running)
+	if f := cs.nextReady(); f != copyOf {
+		t.Fatalf("after evt-1 returned, ready %v, want the copy of evt-1 first", f)
+	}
+	if f := cs.nextReady(); f != nil {
+		t.Fatalf("%v ready while the copy of evt-1, first for acct-1, is not done", f.keys)
+	}
+	cs.wake(copyOf.keys) // the copy was a duplicate: done at once
+	if f := cs.nextReady(); f != sameAccount {
+		t.Fatalf("ready %v, want evt-3 of acct-1", f)
+	}
+	if cs.parked != 0 || cs.blocked(sameAccount.keys) {
+		t.Fatalf("%d parked, blocked %v after both left their queues", cs.parked, cs.blocked(sameAccount.keys))
+	}
+	// Parked records held their offsets: the partition commits nothing
+	// past the oldest until it is done.
+	if got := cs.done(topicPartition{"in", 0}, running.in.msg.Offset, true); got != copyOf.in.msg.Offset {
+		t.Fatalf("commit %d after evt-1, want %d: the parked copy holds it", got, copyOf.in.msg.Offset)
 	}
 }
 

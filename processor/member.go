@@ -112,6 +112,7 @@ type member struct {
 	staged     []*sarama.ProducerMessage
 	commitDue  bool
 	calls      *calls           // handler calls started and not finished (calls.go)
+	standIn    *standIn         // the loop's stand-in inside a call (standin.go)
 	commitTick <-chan time.Time // the loop's commit interval
 	failed     bool             // the session's transaction was aborted: ignore the rest
 	in         chan []inbound   // batches of one claim's messages
@@ -325,6 +326,9 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 	tick := time.NewTicker(m.cfg.CommitInterval)
 	defer tick.Stop()
 	m.commitTick = tick.C
+	if m.calls.limit == 1 {
+		defer m.startStandIn(sess)()
+	}
 	sweepTick := time.NewTicker(m.cfg.SweepInterval)
 	defer sweepTick.Stop()
 	sweepMore := false
@@ -457,6 +461,21 @@ func (m *member) handle(sess sarama.ConsumerGroupSession, in inbound) {
 	}
 	m.process(sess, in)
 	m.settle(sess)
+	// A batch of events of milliseconds each is seconds: the commit
+	// interval is kept between them too, not only between batches, and a
+	// commit that ended meanwhile is finished.
+	if m.committing != nil {
+		select {
+		case err := <-m.committing.done:
+			m.committedTxn(sess, err)
+		default:
+		}
+	}
+	select {
+	case <-m.commitTick:
+		m.commit(sess)
+	default:
+	}
 }
 
 // settle ends the transaction after an event when it failed or is full.
@@ -490,27 +509,87 @@ func (m *member) process(sess sarama.ConsumerGroupSession, in inbound) {
 	}
 	f := &flight{in: in, tp: topicPartition{msg.Topic, msg.Partition}}
 	f.keys[0], f.keys[1] = engine.Keys(m.topo, in.prep)
-	if !m.calls.free(f.keys) {
-		waited, busy := time.Now(), m.calls.busy(f.keys)
-		m.awaitCalls(sess, func() bool { return m.failed || m.calls.free(f.keys) })
-		if m.failed {
-			return
-		}
-		if busy {
-			m.calls.hooks.KeyWaited(time.Since(waited))
+	if m.calls.limit > 1 && !m.admit(sess, f) {
+		return
+	}
+	m.begin(sess, f)
+}
+
+// admit waits for a free call for f, or parks f behind a busy key of its
+// (calls.go); false when f was parked or the transaction failed meanwhile.
+// Parked records are bounded by the concurrency: past it, the loop waits.
+func (m *member) admit(sess sarama.ConsumerGroupSession, f *flight) bool {
+	ended := sess.Context().Done()
+	over := func() bool {
+		select {
+		case <-ended:
+			return true
+		default:
+			return m.failed
 		}
 	}
-	f.rt = txnContext{m: m, ctx: sess.Context(), table: t, partition: msg.Partition}
-	started, err := engine.StartRecord(m.topo, &f.rt, in.prep, msg.Value, &f.call)
+	for {
+		switch c := m.calls; {
+		case m.failed:
+			return false
+		case over():
+			// The session ended while f waited: no parked record starts
+			// any more. f is the next owner's, and its offset is held so
+			// that no later record of its partition is committed past it.
+			c.hold(f)
+			return false
+		case c.blocked(f.keys) && c.parked < c.limit:
+			c.park(f)
+			return false
+		case c.blocked(f.keys):
+			m.awaitCalls(sess, func() bool { return over() || c.parked < c.limit })
+		case c.running >= c.limit:
+			m.awaitCalls(sess, func() bool { return over() || c.running < c.limit })
+		default:
+			return true
+		}
+	}
+}
+
+// begin judges f's record and starts its handler call when it needs one;
+// false when it needed none (it is done, or the transaction failed).
+func (m *member) begin(sess sarama.ConsumerGroupSession, f *flight) bool {
+	msg := f.in.msg
+	f.rt = txnContext{m: m, ctx: sess.Context(), table: m.tables[msg.Partition], partition: msg.Partition}
+	started, err := engine.StartRecord(m.topo, &f.rt, f.in.prep, msg.Value, &f.call)
 	if err != nil {
 		m.failedAt(msg, err)
-		return
+		return false
 	}
 	if !started {
-		m.markDone(f.tp, msg.Offset, false, in.progress)
-		return
+		m.markDone(f.tp, msg.Offset, f.held, f.in.progress)
+		return false
+	}
+	if m.calls.limit == 1 { // made here, the stand-in committing meanwhile
+		m.calls.note(f)
+		m.standIn.call(func() { f.call.Run(f.rt.ctx) })
+		m.finishCall(sess, f)
+		return true
 	}
 	m.calls.start(f)
+	return true
+}
+
+// startParked starts the parked records that can start, while calls are
+// free and the session goes on.
+func (m *member) startParked(sess sarama.ConsumerGroupSession) {
+	c := m.calls
+	for c.running < c.limit && !m.failed && sess.Context().Err() == nil {
+		f := c.nextReady()
+		if f == nil {
+			return
+		}
+		c.hooks.KeyWaited(time.Since(f.parkedAt))
+		if !m.begin(sess, f) {
+			c.wake(f.keys) // done at once (a duplicate, say): the next may start
+		}
+		m.settle(sess)
+	}
 }
 
 // finishCall ends a call that returned: its outputs and seen mark go into
@@ -518,7 +597,7 @@ func (m *member) process(sess sarama.ConsumerGroupSession, in inbound) {
 func (m *member) finishCall(sess sarama.ConsumerGroupSession, f *flight) {
 	m.calls.stopped(f)
 	if m.failed {
-		return // the transaction is gone; the events are consumed again
+		return // the transaction is gone (a commit failed meanwhile); the events are consumed again
 	}
 	msg := f.in.msg
 	if f.call.Interrupted() {
@@ -533,7 +612,7 @@ func (m *member) finishCall(sess sarama.ConsumerGroupSession, f *flight) {
 		m.failedAt(msg, err)
 		return
 	}
-	m.markDone(f.tp, msg.Offset, true, f.in.progress)
+	m.markDone(f.tp, msg.Offset, f.held, f.in.progress)
 }
 
 // callReturned finishes a call that returned and ends the transaction when
@@ -541,12 +620,13 @@ func (m *member) finishCall(sess sarama.ConsumerGroupSession, f *flight) {
 func (m *member) callReturned(sess sarama.ConsumerGroupSession, f *flight) {
 	m.finishCall(sess, f)
 	m.settle(sess)
+	m.startParked(sess)
 }
 
 // markDone notes the event at off of tp done: the partition's committable
 // offset moves as far as the calls let it, and so does its lag.
-func (m *member) markDone(tp topicPartition, off int64, called bool, progress *claimProgress) {
-	next := m.calls.done(tp, off, called)
+func (m *member) markDone(tp topicPartition, off int64, held bool, progress *claimProgress) {
+	next := m.calls.done(tp, off, held)
 	if progress != nil {
 		progress.done.Store(next)
 	}

@@ -1,0 +1,119 @@
+package processor
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// With Concurrency 1 (the default) the loop makes each handler call itself:
+// handing every call to a worker goroutine and back cost a fast handler a
+// third of its throughput in goroutine switches and wake-ups. But a call can
+// take seconds, and the loop's own work must go on meanwhile: taking the
+// producer's acknowledgements, committing on the commit interval (a
+// transaction must hold only events that are done, and never stay open
+// through calls of seconds), finishing a commit, adopting a restored table.
+//
+// So a stand-in does that work while the loop is inside a call. The loop
+// holds standIn.mu at all times but inside a call, so everything it owns is
+// the stand-in's only while the loop runs user code that touches none of
+// it. Every commit interval the stand-in tries the lock: when it gets it, a
+// call is running (or has just returned), and it serves the loop's channels
+// until that call has returned; the loop then takes the lock back. A call
+// of microseconds costs the loop an unlock, a lock and two atomic adds; only
+// a call still running at a tick meets the stand-in.
+
+// standIn is a session's stand-in for its loop; nil in tests that drive a
+// member without its loop.
+type standIn struct {
+	mu             sync.Mutex    // the loop's, but inside a call
+	started, ended atomic.Uint64 // calls the loop began and ended
+	active         atomic.Bool   // the stand-in holds mu
+	reclaim        chan struct{} // the loop wants mu back; room for one
+}
+
+// call runs run, a handler call, with the loop's state left to the
+// stand-in.
+func (s *standIn) call(run func()) {
+	if s == nil {
+		run()
+		return
+	}
+	s.started.Add(1)
+	s.mu.Unlock()
+	run()
+	// Either the loop sees active and wakes the stand-in, or the stand-in
+	// sees ended and leaves by itself (both are sequentially consistent).
+	s.ended.Add(1)
+	if s.active.Load() {
+		select {
+		case s.reclaim <- struct{}{}:
+		default: // one is pending already
+		}
+	}
+	s.mu.Lock()
+}
+
+// startStandIn starts the session's stand-in, with the loop holding its
+// lock; the returned function stops it and waits for it.
+func (m *member) startStandIn(sess sarama.ConsumerGroupSession) (stop func()) {
+	s := &standIn{reclaim: make(chan struct{}, 1)}
+	s.mu.Lock()
+	m.standIn = s
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(m.cfg.CommitInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			if s.mu.TryLock() {
+				m.standInServe(sess, s, tick.C)
+				s.mu.Unlock()
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+		m.standIn = nil
+	}
+}
+
+// standInServe does the loop's work until the call the loop is in has
+// returned. The commit interval ended while the loop was in the call, so it
+// commits first.
+func (m *member) standInServe(sess sarama.ConsumerGroupSession, s *standIn, tick <-chan time.Time) {
+	select { // a wake-up left from an earlier call
+	case <-s.reclaim:
+	default:
+	}
+	s.active.Store(true)
+	defer s.active.Store(false)
+	inCall := s.started.Load()
+	if s.ended.Load() < inCall {
+		m.commit(sess)
+	}
+	for s.ended.Load() < inCall {
+		acks, nacks, committed := m.channels()
+		select {
+		case <-s.reclaim:
+		case t := <-m.adopt:
+			m.own(t)
+		case a := <-acks:
+			m.acked(&m.txn, a)
+		case e := <-nacks:
+			m.nacked(&m.txn, e)
+		case err := <-committed:
+			m.committedTxn(sess, err)
+		case <-tick:
+			m.commit(sess)
+		}
+	}
+}
