@@ -208,7 +208,11 @@ func (c *calls) note(f *flight) {
 	c.hooks.CallStarted()
 	c.running++
 	if c.limit == 1 {
-		f.keys = [2]string{} // one call at a time: no key can be busy
+		// One call at a time, made by the loop: no key can be busy, and no
+		// other record is taken before it ends, so its offset needs
+		// holding only if it is interrupted (member.finishCall).
+		f.keys = [2]string{}
+		return
 	}
 	for _, k := range f.keys {
 		if k != "" {

@@ -113,6 +113,7 @@ type member struct {
 	commitDue  bool
 	calls      *calls           // handler calls started and not finished (calls.go)
 	standIn    *standIn         // the loop's stand-in inside a call (standin.go)
+	inline     flight           // the record being processed with Concurrency 1
 	commitTick <-chan time.Time // the loop's commit interval
 	failed     bool             // the session's transaction was aborted: ignore the rest
 	in         chan []inbound   // batches of one claim's messages
@@ -507,9 +508,14 @@ func (m *member) process(sess sarama.ConsumerGroupSession, in inbound) {
 		m.failedAt(msg, fmt.Errorf("message from unassigned partition %s/%d", msg.Topic, msg.Partition))
 		return
 	}
+	if m.calls.limit == 1 { // one record at a time, to its end: no allocation for it
+		m.inline = flight{in: in, tp: topicPartition{msg.Topic, msg.Partition}}
+		m.begin(sess, &m.inline)
+		return
+	}
 	f := &flight{in: in, tp: topicPartition{msg.Topic, msg.Partition}}
 	f.keys[0], f.keys[1] = engine.Keys(m.topo, in.prep)
-	if m.calls.limit > 1 && !m.admit(sess, f) {
+	if !m.admit(sess, f) {
 		return
 	}
 	m.begin(sess, f)
@@ -567,7 +573,9 @@ func (m *member) begin(sess sarama.ConsumerGroupSession, f *flight) bool {
 	}
 	if m.calls.limit == 1 { // made here, the stand-in committing meanwhile
 		m.calls.note(f)
-		m.standIn.call(func() { f.call.Run(f.rt.ctx) })
+		m.standIn.enter(f.started)
+		f.call.Run(f.rt.ctx)
+		m.standIn.leave()
 		m.finishCall(sess, f)
 		return true
 	}
@@ -604,6 +612,7 @@ func (m *member) finishCall(sess sarama.ConsumerGroupSession, f *flight) {
 		// The session ended: the event is neither marked nor committed (its
 		// offset stays held), and the partition's next owner, or this
 		// member after it rejoined, runs it again.
+		m.calls.hold(f)
 		m.log.Info("handler interrupted by the end of the session; the event runs again", "topic", msg.Topic,
 			"partition", msg.Partition, "offset", msg.Offset)
 		return

@@ -19,31 +19,38 @@ import (
 // So a stand-in does that work while the loop is inside a call. The loop
 // holds standIn.mu at all times but inside a call, so everything it owns is
 // the stand-in's only while the loop runs user code that touches none of
-// it. Every commit interval the stand-in tries the lock: when it gets it, a
-// call is running (or has just returned), and it serves the loop's channels
-// until that call has returned; the loop then takes the lock back. A call
-// of microseconds costs the loop an unlock, a lock and two atomic adds; only
-// a call still running at a tick meets the stand-in.
+// it. Every commit interval the stand-in looks whether a call has been
+// running for a commit interval, and if so takes the lock: it commits and
+// serves the loop's channels until that call has returned; the loop then
+// takes the lock back. A call of microseconds costs the loop an unlock, a
+// lock and a few atomic operations; only a long call meets the stand-in.
 
 // standIn is a session's stand-in for its loop; nil in tests that drive a
 // member without its loop.
 type standIn struct {
 	mu             sync.Mutex    // the loop's, but inside a call
 	started, ended atomic.Uint64 // calls the loop began and ended
+	since          atomic.Int64  // the running call's start, unix nanoseconds
 	active         atomic.Bool   // the stand-in holds mu
 	reclaim        chan struct{} // the loop wants mu back; room for one
 }
 
-// call runs run, a handler call, with the loop's state left to the
-// stand-in.
-func (s *standIn) call(run func()) {
+// enter leaves the loop's state to the stand-in for a handler call begun
+// at start; leave takes it back once the call returned. A nil standIn does
+// nothing.
+func (s *standIn) enter(start time.Time) {
 	if s == nil {
-		run()
 		return
 	}
+	s.since.Store(start.UnixNano())
 	s.started.Add(1)
 	s.mu.Unlock()
-	run()
+}
+
+func (s *standIn) leave() {
+	if s == nil {
+		return
+	}
 	// Either the loop sees active and wakes the stand-in, or the stand-in
 	// sees ended and leaves by itself (both are sequentially consistent).
 	s.ended.Add(1)
@@ -73,7 +80,12 @@ func (m *member) startStandIn(sess sarama.ConsumerGroupSession) (stop func()) {
 				return
 			case <-tick.C:
 			}
-			if s.mu.TryLock() {
+			// Only a call that has run for a commit interval: the loop
+			// commits between shorter ones itself (member.handle), and a
+			// stand-in taking over calls of microseconds would only make
+			// the loop wait for the lock.
+			long := time.Since(time.Unix(0, s.since.Load())) >= m.cfg.CommitInterval
+			if s.started.Load() > s.ended.Load() && long && s.mu.TryLock() {
 				m.standInServe(sess, s, tick.C)
 				s.mu.Unlock()
 			}
