@@ -26,15 +26,15 @@ import (
 //     marked seen, and a producer's retry right after the original holds
 //     up nothing but itself. A parked record holds its offset like a call.
 //   - A partition's input offset is committed up to its oldest event not
-//     yet done (calls.committable). An event done past it is committed with
+//     yet done (calls.done). An event done past it is committed with
 //     its outputs and seen mark; after a crash it is consumed again and the
 //     table skips it as a duplicate.
 //   - An interrupted call (the session ended) pins its partition's offset
 //     for the rest of the session: its event is the next owner's to run.
 
 // calls are the handler calls the loop has started and not yet finished,
-// owned by the loop goroutine. The calls run on the session's workers,
-// started as needed up to limit: a goroutine per call cost a fast handler a
+// owned by the loop goroutine. With a limit above one the calls run on the
+// session's workers, started as needed up to limit: a goroutine per call cost a fast handler a
 // tenth of its time in goroutine starts and stack growth. A worker takes a
 // flight from jobs, runs its handler and sends it back on results; both
 // have room for every call, so neither side ever blocks. The loop finishes
