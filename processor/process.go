@@ -1,13 +1,11 @@
 package processor
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/IBM/sarama"
 
-	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/engine"
 	"github.com/dedupkit/dedup/internal/leveldbx"
 )
@@ -175,12 +173,9 @@ func (m *member) markDone(tp topicPartition, off int64, held bool, progress *cla
 
 // failedAt aborts the transaction for the engine's error at msg.
 func (m *member) failedAt(msg *sarama.ConsumerMessage, err error) {
+	// An interrupted call never gets here: finishCall holds its offset
+	// instead (the events done before it still commit).
 	switch {
-	case errors.Is(err, dedup.ErrInterrupted):
-		// The handler gave up because the session ended: nothing of the
-		// transaction is kept, and the partition's next owner (or this
-		// member, after it rejoined) processes the event again.
-		m.abort(fmt.Errorf("at %s/%d@%d: %w", msg.Topic, msg.Partition, msg.Offset, err))
 	case leveldbx.Corrupted(err):
 		m.abort(fmt.Errorf("table store damaged, at %s/%d@%d: %w", msg.Topic, msg.Partition, msg.Offset, err))
 	default:
@@ -196,20 +191,29 @@ func (m *member) failedAt(msg *sarama.ConsumerMessage, err error) {
 // open past it.
 func (m *member) awaitCalls(sess sarama.ConsumerGroupSession, ready func() bool) {
 	for !ready() {
-		acks, nacks, committed := m.channels()
-		select {
-		case f := <-m.calls.results:
-			m.callReturned(sess, f)
-		case t := <-m.adopt:
-			m.own(t)
-		case s := <-acks:
-			m.acked(&m.txn, s)
-		case e := <-nacks:
-			m.nacked(&m.txn, e)
-		case err := <-committed:
-			m.committedTxn(sess, err)
-		case <-m.commitTick:
-			m.commit(sess)
-		}
+		m.serveOnce(sess, m.calls.results, nil, m.commitTick)
+	}
+}
+
+// serveOnce waits for one of the loop's own events and handles it: a call
+// that returned (results), an adopted table, an acknowledgement, a commit
+// that ended, the commit interval (tick), or a wake-up (wake). A nil
+// channel is not waited on. awaitCalls and the stand-in share it.
+func (m *member) serveOnce(sess sarama.ConsumerGroupSession, results <-chan *flight, wake <-chan struct{}, tick <-chan time.Time) {
+	acks, nacks, committed := m.channels()
+	select {
+	case f := <-results:
+		m.callReturned(sess, f)
+	case <-wake:
+	case t := <-m.adopt:
+		m.own(t)
+	case s := <-acks:
+		m.acked(&m.txn, s)
+	case e := <-nacks:
+		m.nacked(&m.txn, e)
+	case err := <-committed:
+		m.committedTxn(sess, err)
+	case <-tick:
+		m.commit(sess)
 	}
 }

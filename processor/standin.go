@@ -113,19 +113,6 @@ func (m *member) standInServe(sess sarama.ConsumerGroupSession, s *standIn, tick
 		m.commit(sess)
 	}
 	for s.ended.Load() < inCall {
-		acks, nacks, committed := m.channels()
-		select {
-		case <-s.reclaim:
-		case t := <-m.adopt:
-			m.own(t)
-		case a := <-acks:
-			m.acked(&m.txn, a)
-		case e := <-nacks:
-			m.nacked(&m.txn, e)
-		case err := <-committed:
-			m.committedTxn(sess, err)
-		case <-tick:
-			m.commit(sess)
-		}
+		m.serveOnce(sess, nil, s.reclaim, tick)
 	}
 }
