@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/dedupkit/dedup/internal/kafkautil"
-	"github.com/dedupkit/dedup/metrics"
+	"github.com/dedupkit/dedup/internal/metrics"
 	"github.com/dedupkit/dedup/processor"
 )
 

@@ -10,11 +10,10 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/dedupkit/dedup/atleastonce"
+	"github.com/dedupkit/dedup/internal/atleastonce"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/processor"
-	"github.com/dedupkit/dedup/security"
 )
 
 // workerACLs are the ACLs `processor run` needs, as docs/security.md's "ACLs" table
@@ -179,10 +178,10 @@ func TestWorkerMissingAnACLStopsWithTheRefusal(t *testing.T) {
 				acls[0].Acls = append(acls[0].Acls, &sarama.Acl{Host: "*", Operation: sarama.AclOperationDescribe,
 					PermissionType: sarama.AclPermissionAllow})
 			}
-			user, password := scramUser(t, sec, e.brokers, security.SCRAMSHA512)
+			user, password := scramUser(t, sec, e.brokers, processor.SASLSCRAMSHA512)
 			grant(t, e.brokers, user, acls)
-			secured := security.Config{TLS: security.TLS{Enable: true, CAFile: sec.caFile},
-				SASL: security.SASL{Mechanism: security.SCRAMSHA512, User: user, Password: password}}
+			secured := processor.Security{TLS: processor.TLS{Enable: true, CAFile: sec.caFile},
+				SASL: processor.SASL{Mechanism: processor.SASLSCRAMSHA512, User: user, Password: password}}
 			e.produce(events("a", 10)...)
 			topo := e.topology(group, &counter{})
 

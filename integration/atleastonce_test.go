@@ -9,9 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/atleastonce"
+	"github.com/dedupkit/dedup/internal/atleastonce"
 	"github.com/dedupkit/dedup/internal/kafkatest"
-	"github.com/dedupkit/dedup/metrics"
+	"github.com/dedupkit/dedup/internal/metrics"
 )
 
 func TestSameEventTwiceGivesOneOutput(t *testing.T) {

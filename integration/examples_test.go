@@ -17,7 +17,7 @@ import (
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/kafkatest"
-	"github.com/dedupkit/dedup/verify"
+	"github.com/dedupkit/dedup/internal/verify"
 )
 
 // The example programs (examples/) on the real broker, as a user runs them:

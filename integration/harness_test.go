@@ -19,10 +19,10 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/atleastonce"
 	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/atleastonce"
 	"github.com/dedupkit/dedup/internal/kafkatest"
-	"github.com/dedupkit/dedup/security"
+	"github.com/dedupkit/dedup/processor"
 )
 
 func brokers(t *testing.T) []string {
@@ -137,11 +137,11 @@ type worker struct {
 // start runs topo with its state in stateDir until stop.
 func (e *env) start(topo *dedup.Topology, stateDir string) *worker {
 	e.t.Helper()
-	return e.startOn(topo, e.brokers, security.Config{}, stateDir)
+	return e.startOn(topo, e.brokers, processor.Security{}, stateDir)
 }
 
 // startOn is start on other brokers (another listener), with sec.
-func (e *env) startOn(topo *dedup.Topology, brokers []string, sec security.Config, stateDir string) *worker {
+func (e *env) startOn(topo *dedup.Topology, brokers []string, sec processor.Security, stateDir string) *worker {
 	e.t.Helper()
 	return e.startBestEffort(topo, atleastonce.Config{Brokers: brokers, Security: sec, StateDir: stateDir})
 }

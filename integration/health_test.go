@@ -14,9 +14,9 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/internal/metrics"
 	"github.com/dedupkit/dedup/internal/netfault"
-	"github.com/dedupkit/dedup/metrics"
-	"github.com/dedupkit/dedup/security"
+	"github.com/dedupkit/dedup/processor"
 )
 
 // A worker that cannot commit must say so. It runs here as a user with the
@@ -38,7 +38,7 @@ func TestHealthOfAWorkerThatCannotCommit(t *testing.T) {
 	if err := kafkatest.CreateTopic(e.brokers, e.output, 1); err != nil {
 		t.Fatal(err)
 	}
-	user, password := scramUser(t, sec, e.brokers, security.SCRAMSHA256)
+	user, password := scramUser(t, sec, e.brokers, processor.SASLSCRAMSHA256)
 	grant(t, e.brokers, user, workerACLs(group, e.input, e.output, true))
 	t.Setenv("PROCESSOR_SASL_PASSWORD", password)
 	const readyStall, liveStall = 11 * time.Second, 16 * time.Second

@@ -16,12 +16,11 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/dedupkit/dedup/atleastonce"
+	"github.com/dedupkit/dedup/internal/atleastonce"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/kafkautil"
-	"github.com/dedupkit/dedup/metrics"
+	"github.com/dedupkit/dedup/internal/metrics"
 	"github.com/dedupkit/dedup/processor"
-	"github.com/dedupkit/dedup/security"
 )
 
 // secureListener is a SASL_SSL listener of the KAFKA_BROKERS cluster, from
@@ -59,10 +58,10 @@ func secureEnv(t *testing.T) secureListener {
 // end) through the plaintext brokers the other tests use, and waits until
 // the SECURE listener accepts it: like ACLs, credentials reach the broker
 // from the metadata log a moment after the controller took them.
-func scramUser(t *testing.T, sec secureListener, brokers []string, mech security.Mechanism) (user, password string) {
+func scramUser(t *testing.T, sec secureListener, brokers []string, mech processor.Mechanism) (user, password string) {
 	t.Helper()
 	m := sarama.SCRAM_MECHANISM_SHA_256
-	if mech == security.SCRAMSHA512 {
+	if mech == processor.SASLSCRAMSHA512 {
 		m = sarama.SCRAM_MECHANISM_SHA_512
 	}
 	user, password = unique("scram"), unique("pw")
@@ -88,8 +87,8 @@ func scramUser(t *testing.T, sec secureListener, brokers []string, mech security
 		}
 	})
 	sc := kafkatest.Config()
-	if err := (security.Config{TLS: security.TLS{Enable: true, CAFile: sec.caFile},
-		SASL: security.SASL{Mechanism: mech, User: user, Password: password}}).Apply(sc); err != nil {
+	if err := (processor.Security{TLS: processor.TLS{Enable: true, CAFile: sec.caFile},
+		SASL: processor.SASL{Mechanism: mech, User: user, Password: password}}).Apply(sc); err != nil {
 		t.Fatal(err)
 	}
 	sc.Metadata.Retry.Max = 0
@@ -117,18 +116,18 @@ func TestWorkerOnATLSAndSASLListener(t *testing.T) {
 	sec := secureEnv(t)
 	for _, tc := range []struct {
 		name      string
-		mechanism security.Mechanism
+		mechanism processor.Mechanism
 		eos       bool
 	}{
-		{"exactly-once, PLAIN", security.Plain, true},
-		{"exactly-once, SCRAM-SHA-512", security.SCRAMSHA512, true},
-		{"best-effort, SCRAM-SHA-256", security.SCRAMSHA256, false},
+		{"exactly-once, PLAIN", processor.SASLPlain, true},
+		{"exactly-once, SCRAM-SHA-512", processor.SASLSCRAMSHA512, true},
+		{"best-effort, SCRAM-SHA-256", processor.SASLSCRAMSHA256, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 3)
 			group := e.group("secure")
 			user, password := sec.user, sec.password // a super user on kafka.sh's brokers
-			if tc.mechanism != security.Plain {
+			if tc.mechanism != processor.SASLPlain {
 				// A user of its own, allowed workerACLs and nothing else: where
 				// the broker has an authorizer, a missing ACL fails the case.
 				user, password = scramUser(t, sec, e.brokers, tc.mechanism)
@@ -136,8 +135,8 @@ func TestWorkerOnATLSAndSASLListener(t *testing.T) {
 				grant(t, e.brokers, user, acls)
 				t.Logf("user %s with the ACLs:%s", user, aclsString(acls))
 			}
-			secured := security.Config{TLS: security.TLS{Enable: true, CAFile: sec.caFile},
-				SASL: security.SASL{Mechanism: tc.mechanism, User: user, Password: password}}
+			secured := processor.Security{TLS: processor.TLS{Enable: true, CAFile: sec.caFile},
+				SASL: processor.SASL{Mechanism: tc.mechanism, User: user, Password: password}}
 
 			topo := e.topology(group, &counter{})
 			in := events("s", 40)
@@ -184,20 +183,20 @@ func TestWorkerOnATLSAndSASLListener(t *testing.T) {
 // asserted as no retry logged, not by a clock.
 func TestWorkerRefusedByASecuredListenerFailsAtOnce(t *testing.T) {
 	sec := secureEnv(t)
-	trusted := security.TLS{Enable: true, CAFile: sec.caFile}
+	trusted := processor.TLS{Enable: true, CAFile: sec.caFile}
 	for _, tc := range []struct {
 		name string
-		sec  security.Config
+		sec  processor.Security
 		want string // in the error
 	}{
-		{"wrong password", security.Config{TLS: trusted,
-			SASL: security.SASL{Mechanism: security.Plain, User: sec.user, Password: sec.password + "-wrong"}}, "SASL Authentication failed"},
-		{"unknown user with SCRAM", security.Config{TLS: trusted,
-			SASL: security.SASL{Mechanism: security.SCRAMSHA256, User: unique("nobody"), Password: "x"}}, "SASL Authentication failed"},
-		{"broker certificate from an unknown CA", security.Config{TLS: security.TLS{Enable: true}, // the system's roots
-			SASL: security.SASL{Mechanism: security.Plain, User: sec.user, Password: sec.password}}, "certificate signed by unknown authority"},
-		{"certificate not for the name", security.Config{TLS: security.TLS{Enable: true, CAFile: sec.caFile, ServerName: "kafka.example.com"},
-			SASL: security.SASL{Mechanism: security.Plain, User: sec.user, Password: sec.password}}, "not kafka.example.com"},
+		{"wrong password", processor.Security{TLS: trusted,
+			SASL: processor.SASL{Mechanism: processor.SASLPlain, User: sec.user, Password: sec.password + "-wrong"}}, "SASL Authentication failed"},
+		{"unknown user with SCRAM", processor.Security{TLS: trusted,
+			SASL: processor.SASL{Mechanism: processor.SASLSCRAMSHA256, User: unique("nobody"), Password: "x"}}, "SASL Authentication failed"},
+		{"broker certificate from an unknown CA", processor.Security{TLS: processor.TLS{Enable: true}, // the system's roots
+			SASL: processor.SASL{Mechanism: processor.SASLPlain, User: sec.user, Password: sec.password}}, "certificate signed by unknown authority"},
+		{"certificate not for the name", processor.Security{TLS: processor.TLS{Enable: true, CAFile: sec.caFile, ServerName: "kafka.example.com"},
+			SASL: processor.SASL{Mechanism: processor.SASLPlain, User: sec.user, Password: sec.password}}, "not kafka.example.com"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 1)
@@ -220,7 +219,7 @@ func TestWorkerRefusedByASecuredListenerFailsAtOnce(t *testing.T) {
 				if !kafkautil.Refused(err) || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("%s: error %q: want a refusal naming %q", runtime, err, tc.want)
 				}
-				if tc.sec.SASL.Mechanism != security.None && strings.Contains(tc.want, "SASL") &&
+				if tc.sec.SASL.Mechanism != processor.NoSASL && strings.Contains(tc.want, "SASL") &&
 					!errors.Is(err, sarama.ErrSASLAuthenticationFailed) {
 					t.Fatalf("%s: error %q does not wrap sarama.ErrSASLAuthenticationFailed", runtime, err)
 				}
@@ -244,7 +243,7 @@ func TestWorkerBinaryOnATLSAndSASLListener(t *testing.T) {
 	e := newEnv(t, 3)
 	bin := buildProcessor(t)
 	group := e.group("bin-secure")
-	user, password := scramUser(t, sec, e.brokers, security.SCRAMSHA256)
+	user, password := scramUser(t, sec, e.brokers, processor.SASLSCRAMSHA256)
 	grant(t, e.brokers, user, workerACLs(group, e.input, e.output, true))
 	tls := []string{"--brokers", strings.Join(sec.brokers, ","), "--tls", "--tls-ca-file", sec.caFile}
 	runFlags := append([]string{"--sasl-mechanism", "SCRAM-SHA-256", "--sasl-user", user}, tls...)
@@ -281,7 +280,7 @@ func TestWorkerBinaryOnATLSAndSASLListener(t *testing.T) {
 	e.exactlyOnce(in)
 
 	// The tools as a user with toolACLs only.
-	toolUser, toolPassword := scramUser(t, sec, e.brokers, security.SCRAMSHA256)
+	toolUser, toolPassword := scramUser(t, sec, e.brokers, processor.SASLSCRAMSHA256)
 	grant(t, e.brokers, toolUser, toolACLs(group, e.input, e.output))
 	toolFlags := append([]string{"--sasl-mechanism", "SCRAM-SHA-256", "--sasl-user", toolUser}, tls...)
 	toolEnv := append(os.Environ(), "PROCESSOR_SASL_PASSWORD="+toolPassword)

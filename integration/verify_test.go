@@ -15,8 +15,8 @@ import (
 	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/internal/verify"
 	"github.com/dedupkit/dedup/processor"
-	"github.com/dedupkit/dedup/verify"
 )
 
 // verifyPair creates an input and an output topic of three partitions each

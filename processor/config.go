@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupkit/dedup/internal/kafkautil"
-	"github.com/dedupkit/dedup/security"
 )
 
 // Config configures the runtime. Zero values take the defaults below.
@@ -18,7 +17,7 @@ type Config struct {
 	Brokers  []string
 	StateDir string // LevelDB stores and the persisted instance id
 	// Security is how every client connects (TLS, SASL); zero: plaintext.
-	Security security.Config
+	Security Security
 
 	// CommitInterval is how often a transaction is committed (default 100ms).
 	CommitInterval time.Duration

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupkit/dedup/codecs"
-	"github.com/dedupkit/dedup/metrics"
+	"github.com/dedupkit/dedup/internal/metrics"
 )
 
 // HTTPHandler serves what an operator asks a worker: GET /healthz (the

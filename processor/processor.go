@@ -15,7 +15,7 @@ import (
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/assign"
 	"github.com/dedupkit/dedup/internal/kafkautil"
-	"github.com/dedupkit/dedup/metrics"
+	"github.com/dedupkit/dedup/internal/metrics"
 )
 
 // Processor runs a topology exactly-once with Config.Threads members.
@@ -89,7 +89,7 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 		}
 	}
 	// Validated above: Load fails only on a file that vanished since.
-	secure, err := cfg.Security.Load()
+	secure, err := cfg.Security.load()
 	if err != nil {
 		return nil, err
 	}

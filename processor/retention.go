@@ -10,7 +10,7 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/kafkautil"
-	"github.com/dedupkit/dedup/metrics"
+	"github.com/dedupkit/dedup/internal/metrics"
 )
 
 // CheckRetention compares the topology's retention with the retention.ms of

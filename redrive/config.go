@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dedupkit/dedup/internal/kafkautil"
-	"github.com/dedupkit/dedup/security"
+	"github.com/dedupkit/dedup/processor"
 )
 
 // Config says which dead letters to move and where. Zero values take the
@@ -17,7 +17,7 @@ import (
 // the target, every reason, partition, offset and time, no limit.
 type Config struct {
 	Brokers  []string
-	Security security.Config // TLS and SASL, as processor.Config's
+	Security processor.Security // TLS and SASL, as processor.Config's
 
 	// Group is the worker's consumer group: it names the default
 	// dead-letter and state topics, and the loop and table topics a re-drive

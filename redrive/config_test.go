@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/security"
+	"github.com/dedupkit/dedup/processor"
 )
 
 func TestValidate(t *testing.T) {
@@ -39,7 +39,7 @@ func TestValidate(t *testing.T) {
 		{"negative to offset", func(c *Config) { c.ToOffset = -1 }, "--to-offset"},
 		{"to offset not after from", func(c *Config) { c.FromOffset, c.ToOffset = 5, 5 }, "--to-offset"},
 		{"negative limit", func(c *Config) { c.Limit = -1 }, "--limit"},
-		{"SASL without user", func(c *Config) { c.Security.SASL.Mechanism = security.Plain }, "--sasl-user"},
+		{"SASL without user", func(c *Config) { c.Security.SASL.Mechanism = processor.SASLPlain }, "--sasl-user"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := ok

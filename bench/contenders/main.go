@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dedupkit/dedup/memlimit"
+	"github.com/dedupkit/dedup/internal/memlimit"
 	"github.com/dedupkit/dedup/processor"
 )
 

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/atleastonce"
 	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/atleastonce"
 	"github.com/dedupkit/dedup/processor"
 )
 

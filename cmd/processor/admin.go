@@ -19,7 +19,6 @@ import (
 	"github.com/dedupkit/dedup/internal/groupadmin"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/processor"
-	"github.com/dedupkit/dedup/security"
 )
 
 // adminFlags are the flags the admin commands share; like `run`, each can
@@ -28,7 +27,7 @@ type adminFlags struct {
 	fs       *flag.FlagSet
 	args     []string // positional arguments, wherever they stood
 	brokers  []string
-	security security.Config
+	security processor.Security
 	group    string
 	input    string
 	stateDir string

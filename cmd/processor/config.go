@@ -14,7 +14,6 @@ import (
 	"github.com/dedupkit/dedup/examples/settlement/settle"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/processor"
-	"github.com/dedupkit/dedup/security"
 )
 
 // defaultSessionTimeout is sarama's, and the only one goka's runtime runs with.
@@ -28,7 +27,7 @@ const defaultSweepInterval = time.Minute
 // a flag on the command line wins over the environment.
 type Config struct {
 	Brokers         []string
-	Security        security.Config
+	Security        processor.Security
 	Group           string
 	Inputs          []string
 	Output          string

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dedupkit/dedup/internal/verify"
 	"github.com/dedupkit/dedup/redrive"
-	"github.com/dedupkit/dedup/verify"
 )
 
 // update rewrites docs/configuration.md's generated tables instead of

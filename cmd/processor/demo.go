@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/atleastonce"
 	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/atleastonce"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/processor"
 )

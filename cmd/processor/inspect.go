@@ -3,8 +3,8 @@ package main
 import (
 	"net/http"
 
-	"github.com/dedupkit/dedup/atleastonce"
 	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/atleastonce"
 	"github.com/dedupkit/dedup/processor"
 )
 

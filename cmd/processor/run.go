@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/dedupkit/dedup/atleastonce"
-	"github.com/dedupkit/dedup/memlimit"
-	"github.com/dedupkit/dedup/metrics"
+	"github.com/dedupkit/dedup/internal/atleastonce"
+	"github.com/dedupkit/dedup/internal/memlimit"
+	"github.com/dedupkit/dedup/internal/metrics"
 	"github.com/dedupkit/dedup/processor"
 )
 

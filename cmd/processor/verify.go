@@ -9,7 +9,7 @@ import (
 	"os"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/verify"
+	"github.com/dedupkit/dedup/internal/verify"
 )
 
 // verifyFlags binds `processor verify`'s flags. The input, key and ID flags

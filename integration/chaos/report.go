@@ -16,7 +16,7 @@ import (
 	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/kafkautil"
-	"github.com/dedupkit/dedup/verify"
+	"github.com/dedupkit/dedup/internal/verify"
 )
 
 // result is what one scenario did and what the verification found.

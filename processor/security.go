@@ -1,9 +1,4 @@
-// Package security connects the worker's Kafka clients to a secured cluster:
-// TLS (the brokers' certificates verified, optionally a client certificate)
-// and SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512). Every client the worker
-// opens — group members, transactional producers, the admin client that
-// creates topics, the table restore — gets the same settings through Apply.
-package security
+package processor
 
 import (
 	"crypto/tls"
@@ -18,17 +13,18 @@ import (
 // Mechanism is a SASL mechanism the worker can authenticate with.
 type Mechanism string
 
-// The SASL mechanisms; None turns SASL off.
+// The SASL mechanisms; NoSASL turns SASL off.
 const (
-	None        Mechanism = ""
-	Plain       Mechanism = "PLAIN"
-	SCRAMSHA256 Mechanism = "SCRAM-SHA-256"
-	SCRAMSHA512 Mechanism = "SCRAM-SHA-512"
+	NoSASL          Mechanism = ""
+	SASLPlain       Mechanism = "PLAIN"
+	SASLSCRAMSHA256 Mechanism = "SCRAM-SHA-256"
+	SASLSCRAMSHA512 Mechanism = "SCRAM-SHA-512"
 )
 
-// Config is how the worker's clients connect. The zero value is plaintext
-// without authentication, as before this package existed.
-type Config struct {
+// Security is how every Kafka client of the runtime connects: group
+// members, transactional producers, the admin client that creates topics,
+// the table restore. The zero value is plaintext without authentication.
+type Security struct {
 	TLS  TLS
 	SASL SASL
 }
@@ -54,27 +50,27 @@ type SASL struct {
 	Password  string
 }
 
-// FieldError names the setting that is wrong by its flag in `processor
+// fieldError names the setting that is wrong by its flag in `processor
 // run` (and the other commands), e.g. "tls-ca-file".
-type FieldError struct {
+type fieldError struct {
 	Field string
 	Err   error
 }
 
-func (e *FieldError) Error() string { return "--" + e.Field + ": " + e.Err.Error() }
-func (e *FieldError) Unwrap() error { return e.Err }
+func (e *fieldError) Error() string { return "--" + e.Field + ": " + e.Err.Error() }
+func (e *fieldError) Unwrap() error { return e.Err }
 
 // Validate reports every setting that cannot work, reading the TLS files,
 // so that a missing or garbled file fails at start, not at the first
 // connection.
-func (c Config) Validate() error {
-	_, err := c.Load()
+func (c Security) Validate() error {
+	_, err := c.load()
 	return err
 }
 
 // Apply sets c on a sarama config, reading the TLS files.
-func (c Config) Apply(sc *sarama.Config) error {
-	set, err := c.Load()
+func (c Security) Apply(sc *sarama.Config) error {
+	set, err := c.load()
 	if err != nil {
 		return err
 	}
@@ -82,10 +78,10 @@ func (c Config) Apply(sc *sarama.Config) error {
 	return nil
 }
 
-// Load reads the TLS files once and returns the function that sets c on
+// load reads the TLS files once and returns the function that sets c on
 // each sarama config a long-running worker builds (clients are rebuilt
 // after failures; a file that vanished since the start must not stop that).
-func (c Config) Load() (func(*sarama.Config), error) {
+func (c Security) load() (func(*sarama.Config), error) {
 	b, err := c.build()
 	if err != nil {
 		return nil, err
@@ -95,7 +91,7 @@ func (c Config) Load() (func(*sarama.Config), error) {
 			sc.Net.TLS.Enable = true
 			sc.Net.TLS.Config = b.tls.Clone()
 		}
-		if c.SASL.Mechanism != None {
+		if c.SASL.Mechanism != NoSASL {
 			sc.Net.SASL.Enable = true
 			sc.Net.SASL.Mechanism = sarama.SASLMechanism(c.SASL.Mechanism)
 			sc.Net.SASL.User = c.SASL.User
@@ -107,18 +103,15 @@ func (c Config) Load() (func(*sarama.Config), error) {
 	}, nil
 }
 
-// Enabled tells whether c changes anything about the connections.
-func (c Config) Enabled() bool { return c.TLS.Enable || c.SASL.Mechanism != None }
-
 type built struct {
 	tls   *tls.Config
 	scram func() sarama.SCRAMClient
 }
 
-func (c Config) build() (built, error) {
+func (c Security) build() (built, error) {
 	var b built
 	var errs []error
-	bad := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
+	bad := func(field string, err error) { errs = append(errs, &fieldError{Field: field, Err: err}) }
 	t := c.TLS
 	if !t.Enable {
 		for _, f := range []struct{ name, v string }{{"tls-ca-file", t.CAFile}, {"tls-cert-file", t.CertFile},
@@ -154,11 +147,11 @@ func (c Config) build() (built, error) {
 	}
 	s := c.SASL
 	switch s.Mechanism {
-	case None:
+	case NoSASL:
 		if s.User != "" || s.Password != "" {
 			bad("sasl-mechanism", errors.New("required with --sasl-user and --sasl-password: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))
 		}
-	case Plain, SCRAMSHA256, SCRAMSHA512:
+	case SASLPlain, SASLSCRAMSHA256, SASLSCRAMSHA512:
 		if s.User == "" {
 			bad("sasl-user", fmt.Errorf("required with --sasl-mechanism=%s", s.Mechanism))
 		}

@@ -1,4 +1,4 @@
-package security
+package processor
 
 import (
 	"crypto/ecdsa"
@@ -51,27 +51,27 @@ func TestValidateNamesTheFlag(t *testing.T) {
 	cert, key := pemFiles(t)
 	notPEM := filepath.Join(t.TempDir(), "ca.txt")
 	os.WriteFile(notPEM, []byte("not a certificate"), 0o600)
-	user := SASL{Mechanism: Plain, User: "u", Password: "p"}
+	user := SASL{Mechanism: SASLPlain, User: "u", Password: "p"}
 	for _, tc := range []struct {
 		name string
-		cfg  Config
+		cfg  Security
 		want []string // flags named, in any order; none: valid
 	}{
-		{"zero value: plaintext", Config{}, nil},
-		{"TLS with the system's roots", Config{TLS: TLS{Enable: true}}, nil},
-		{"TLS with a CA and a client certificate", Config{TLS: TLS{Enable: true, CAFile: cert, CertFile: cert, KeyFile: key}}, nil},
-		{"SCRAM over TLS", Config{TLS: TLS{Enable: true, CAFile: cert}, SASL: SASL{Mechanism: SCRAMSHA512, User: "u", Password: "p"}}, nil},
-		{"PLAIN without TLS", Config{SASL: user}, nil},
-		{"a CA file without TLS", Config{TLS: TLS{CAFile: cert}}, []string{"tls-ca-file"}},
-		{"skip-verify without TLS", Config{TLS: TLS{InsecureSkipVerify: true}}, []string{"tls-insecure-skip-verify"}},
-		{"missing CA file", Config{TLS: TLS{Enable: true, CAFile: "/nonexistent/ca.pem"}}, []string{"tls-ca-file"}},
-		{"CA file without a certificate", Config{TLS: TLS{Enable: true, CAFile: notPEM}}, []string{"tls-ca-file"}},
-		{"certificate without key", Config{TLS: TLS{Enable: true, CertFile: cert}}, []string{"tls-key-file"}},
-		{"key without certificate", Config{TLS: TLS{Enable: true, KeyFile: key}}, []string{"tls-cert-file"}},
-		{"certificate with a key that is not one", Config{TLS: TLS{Enable: true, CertFile: cert, KeyFile: cert}}, []string{"tls-cert-file"}},
-		{"unknown mechanism", Config{SASL: SASL{Mechanism: "GSSAPI", User: "u", Password: "p"}}, []string{"sasl-mechanism"}},
-		{"mechanism without user and password", Config{SASL: SASL{Mechanism: SCRAMSHA256}}, []string{"sasl-user", "sasl-password"}},
-		{"user and password without mechanism", Config{SASL: SASL{User: "u", Password: "p"}}, []string{"sasl-mechanism"}},
+		{"zero value: plaintext", Security{}, nil},
+		{"TLS with the system's roots", Security{TLS: TLS{Enable: true}}, nil},
+		{"TLS with a CA and a client certificate", Security{TLS: TLS{Enable: true, CAFile: cert, CertFile: cert, KeyFile: key}}, nil},
+		{"SCRAM over TLS", Security{TLS: TLS{Enable: true, CAFile: cert}, SASL: SASL{Mechanism: SASLSCRAMSHA512, User: "u", Password: "p"}}, nil},
+		{"PLAIN without TLS", Security{SASL: user}, nil},
+		{"a CA file without TLS", Security{TLS: TLS{CAFile: cert}}, []string{"tls-ca-file"}},
+		{"skip-verify without TLS", Security{TLS: TLS{InsecureSkipVerify: true}}, []string{"tls-insecure-skip-verify"}},
+		{"missing CA file", Security{TLS: TLS{Enable: true, CAFile: "/nonexistent/ca.pem"}}, []string{"tls-ca-file"}},
+		{"CA file without a certificate", Security{TLS: TLS{Enable: true, CAFile: notPEM}}, []string{"tls-ca-file"}},
+		{"certificate without key", Security{TLS: TLS{Enable: true, CertFile: cert}}, []string{"tls-key-file"}},
+		{"key without certificate", Security{TLS: TLS{Enable: true, KeyFile: key}}, []string{"tls-cert-file"}},
+		{"certificate with a key that is not one", Security{TLS: TLS{Enable: true, CertFile: cert, KeyFile: cert}}, []string{"tls-cert-file"}},
+		{"unknown mechanism", Security{SASL: SASL{Mechanism: "GSSAPI", User: "u", Password: "p"}}, []string{"sasl-mechanism"}},
+		{"mechanism without user and password", Security{SASL: SASL{Mechanism: SASLSCRAMSHA256}}, []string{"sasl-user", "sasl-password"}},
+		{"user and password without mechanism", Security{SASL: SASL{User: "u", Password: "p"}}, []string{"sasl-mechanism"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
@@ -89,9 +89,9 @@ func TestValidateNamesTheFlag(t *testing.T) {
 					t.Errorf("error %q does not name --%s", err, flag)
 				}
 			}
-			var fe *FieldError
+			var fe *fieldError
 			if !errors.As(err, &fe) {
-				t.Errorf("error %q is not a FieldError", err)
+				t.Errorf("error %q is not a fieldError", err)
 			}
 		})
 	}
@@ -99,18 +99,18 @@ func TestValidateNamesTheFlag(t *testing.T) {
 
 // Apply must leave sarama a config it accepts (sarama.Config.Validate checks
 // the SASL fields, e.g. that SCRAM has a client generator) and that connects
-// the way Config says.
+// the way Security says.
 func TestApplyMakesAConfigSaramaAccepts(t *testing.T) {
 	cert, _ := pemFiles(t)
 	for _, tc := range []struct {
 		name string
-		cfg  Config
+		cfg  Security
 	}{
-		{"plaintext", Config{}},
-		{"TLS", Config{TLS: TLS{Enable: true, CAFile: cert, ServerName: "kafka.internal"}}},
-		{"PLAIN", Config{SASL: SASL{Mechanism: Plain, User: "u", Password: "p"}}},
-		{"SCRAM-SHA-256 over TLS", Config{TLS: TLS{Enable: true}, SASL: SASL{Mechanism: SCRAMSHA256, User: "u", Password: "p"}}},
-		{"SCRAM-SHA-512", Config{SASL: SASL{Mechanism: SCRAMSHA512, User: "u", Password: "p"}}},
+		{"plaintext", Security{}},
+		{"TLS", Security{TLS: TLS{Enable: true, CAFile: cert, ServerName: "kafka.internal"}}},
+		{"PLAIN", Security{SASL: SASL{Mechanism: SASLPlain, User: "u", Password: "p"}}},
+		{"SCRAM-SHA-256 over TLS", Security{TLS: TLS{Enable: true}, SASL: SASL{Mechanism: SASLSCRAMSHA256, User: "u", Password: "p"}}},
+		{"SCRAM-SHA-512", Security{SASL: SASL{Mechanism: SASLSCRAMSHA512, User: "u", Password: "p"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := sarama.NewConfig()
@@ -129,7 +129,7 @@ func TestApplyMakesAConfigSaramaAccepts(t *testing.T) {
 			if tc.cfg.TLS.CAFile != "" && (sc.Net.TLS.Config.RootCAs == nil || sc.Net.TLS.Config.ServerName != tc.cfg.TLS.ServerName) {
 				t.Errorf("TLS config does not carry the CA and server name")
 			}
-			wantSASL := tc.cfg.SASL.Mechanism != None
+			wantSASL := tc.cfg.SASL.Mechanism != NoSASL
 			if sc.Net.SASL.Enable != wantSASL || wantSASL && string(sc.Net.SASL.Mechanism) != string(tc.cfg.SASL.Mechanism) {
 				t.Errorf("SASL enable %v mechanism %q, want %q", sc.Net.SASL.Enable, sc.Net.SASL.Mechanism, tc.cfg.SASL.Mechanism)
 			}

@@ -1,4 +1,4 @@
-package security
+package processor
 
 import (
 	"github.com/IBM/sarama"
@@ -11,9 +11,9 @@ import (
 func scramClient(m Mechanism) func() sarama.SCRAMClient {
 	var hash scram.HashGeneratorFcn
 	switch m {
-	case SCRAMSHA256:
+	case SASLSCRAMSHA256:
 		hash = scram.SHA256
-	case SCRAMSHA512:
+	case SASLSCRAMSHA512:
 		hash = scram.SHA512
 	default:
 		return nil

@@ -28,7 +28,7 @@ import (
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/kafkautil"
-	"github.com/dedupkit/dedup/security"
+	"github.com/dedupkit/dedup/processor"
 )
 
 // MaxTraces bounds the traces of each kind a Report lists (its counts are
@@ -39,7 +39,7 @@ const MaxTraces = 1000
 // processor's, so that the verifier computes the same dedup keys.
 type Config struct {
 	Brokers  []string
-	Security security.Config
+	Security processor.Security
 	// Inputs are the topics the worker read (`processor run --input`): an
 	// event on two of them is one event, output once.
 	Inputs      []string

@@ -31,16 +31,16 @@ import (
 	"github.com/dedupkit/dedup/internal/engine"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/internal/leveldbx"
-	"github.com/dedupkit/dedup/security"
+	"github.com/dedupkit/dedup/processor"
 )
 
 // Config is what the runner needs beyond the topology.
 type Config struct {
 	Brokers        []string
-	Security       security.Config // how every client connects (TLS, SASL); zero: plaintext
-	StateDir       string          // LevelDB files, one directory per partition
-	CommitInterval time.Duration   // sarama's offset auto-commit interval
-	Replication    int16           // for created topics; -1 = broker default
+	Security       processor.Security // how every client connects (TLS, SASL); zero: plaintext
+	StateDir       string             // LevelDB files, one directory per partition
+	CommitInterval time.Duration      // sarama's offset auto-commit interval
+	Replication    int16              // for created topics; -1 = broker default
 	ClientID       string
 	Logger         *slog.Logger
 	// TableSize, when set, is told each partition's number of seen records.
