@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // KeyType selects what makes two events "the same".
@@ -101,7 +102,7 @@ func (t Table) Validate() error {
 // Key returns the dedup key of an event. In event-id mode with CloudEvents
 // headers the key is ce_source and ce_id joined by a NUL byte, which the
 // decoder refuses in ce_source, so distinct pairs never collide.
-func (t Table) Key(ev *codecs.Event) (string, error) {
+func (t Table) Key(ev *wire.Event) (string, error) {
 	if t.KeyType == KeyAggregateID {
 		if ev.AggregateID == "" {
 			return "", ErrNoAggregateID
@@ -116,7 +117,7 @@ func (t Table) Key(ev *codecs.Event) (string, error) {
 
 // EventTime is the time an event happened: its occurredAt, else the record
 // timestamp.
-func EventTime(ev *codecs.Event, pos Position) time.Time {
+func EventTime(ev *wire.Event, pos Position) time.Time {
 	if !ev.OccurredAt.IsZero() {
 		return ev.OccurredAt
 	}
@@ -139,7 +140,7 @@ func (t Table) Judge(existing *codecs.SeenRecord, eventTime, now time.Time) Verd
 }
 
 // Record builds the seen record to store after the handler succeeded.
-func (t Table) Record(ev *codecs.Event, pos Position, now time.Time) *codecs.SeenRecord {
+func (t Table) Record(ev *wire.Event, pos Position, now time.Time) *codecs.SeenRecord {
 	return &codecs.SeenRecord{
 		FirstProcessed: now,
 		EventTime:      EventTime(ev, pos),

@@ -6,20 +6,21 @@ import (
 	"time"
 
 	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 func TestTableKey(t *testing.T) {
 	tests := []struct {
 		name    string
 		kt      KeyType
-		ev      codecs.Event
+		ev      wire.Event
 		want    string
 		wantErr error
 	}{
-		{"event id", KeyEventID, codecs.Event{EventID: "e1", AggregateID: "a1"}, "e1", nil},
-		{"cloudevents source and id", KeyEventID, codecs.Event{EventID: "1", Source: "/a"}, "/a\x001", nil},
-		{"aggregate id", KeyAggregateID, codecs.Event{EventID: "e1", AggregateID: "a1"}, "a1", nil},
-		{"aggregate id missing", KeyAggregateID, codecs.Event{EventID: "e1"}, "", ErrNoAggregateID},
+		{"event id", KeyEventID, wire.Event{EventID: "e1", AggregateID: "a1"}, "e1", nil},
+		{"cloudevents source and id", KeyEventID, wire.Event{EventID: "1", Source: "/a"}, "/a\x001", nil},
+		{"aggregate id", KeyAggregateID, wire.Event{EventID: "e1", AggregateID: "a1"}, "a1", nil},
+		{"aggregate id missing", KeyAggregateID, wire.Event{EventID: "e1"}, "", ErrNoAggregateID},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -31,8 +32,8 @@ func TestTableKey(t *testing.T) {
 	}
 	// Source/ID pairs that concatenate to the same string must not collide.
 	tb := Table{KeyType: KeyEventID, Retention: time.Hour}
-	k1, _ := tb.Key(&codecs.Event{Source: "a/b", EventID: "c"})
-	k2, _ := tb.Key(&codecs.Event{Source: "a", EventID: "b/c"})
+	k1, _ := tb.Key(&wire.Event{Source: "a/b", EventID: "c"})
+	k2, _ := tb.Key(&wire.Event{Source: "a", EventID: "b/c"})
 	if k1 == k2 {
 		t.Fatalf("keys collide: %q", k1)
 	}
@@ -70,7 +71,7 @@ func TestTableRecord(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	tb := Table{KeyType: KeyEventID, Retention: time.Hour}
 	ts := now.Add(-time.Second)
-	r := tb.Record(&codecs.Event{EventID: "e", AggregateID: "a"}, Position{Topic: "in", Partition: 2, Offset: 7, Timestamp: ts}, now)
+	r := tb.Record(&wire.Event{EventID: "e", AggregateID: "a"}, Position{Topic: "in", Partition: 2, Offset: 7, Timestamp: ts}, now)
 	if !r.FirstProcessed.Equal(now) || !r.ExpiresAt.Equal(now.Add(time.Hour)) || !r.EventTime.Equal(ts) ||
 		r.AggregateID != "a" || r.Topic != "in" || r.Partition != 2 || r.Offset != 7 {
 		t.Fatalf("unexpected record %+v", r)

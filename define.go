@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // Option sets one part of a topology in Define.
@@ -31,7 +31,7 @@ func Define(group string, opts ...Option) (*Topology, error) {
 		Group:          group,
 		DLQ:            group + "-dlq",
 		Table:          Table{KeyType: KeyEventID, Retention: DefaultRetention},
-		IDSource:       codecs.DefaultIDSource(),
+		IDSource:       wire.DefaultIDSource(),
 		Handler:        Forward(),
 		HandlerRetries: DefaultHandlerRetries,
 		RetryBackoff:   DefaultRetryBackoff,
@@ -110,7 +110,7 @@ func HandleFunc(f func(ctx context.Context, ev *Event) ([]Message, error)) Optio
 // IDSource says where the event ID of a record is found; see JSONField,
 // HeaderID, CloudEvents, RecordKey and IDFunc.
 type IDSource struct {
-	src codecs.IDSource
+	src wire.IDSource
 	fn  func(Record) (string, error)
 }
 
@@ -124,23 +124,23 @@ func EventID(s IDSource) Option {
 // "aggregateId", "type", "occurredAt" and "payload" stay top-level. A body
 // in which one of these, or a step of the path, occurs twice is
 // dead-lettered as "duplicate-field": parsers disagree on which copy counts.
-func JSONField(path string) IDSource { return IDSource{src: codecs.IDSource{Field: path}} }
+func JSONField(path string) IDSource { return IDSource{src: wire.IDSource{Field: path}} }
 
 // HeaderID reads the ID from a record header; the body is not parsed.
 // With unique set, the ID is unique only together with that header's value
 // (both must be present).
 func HeaderID(name, unique string) IDSource {
-	return IDSource{src: codecs.IDSource{Header: name, SourceHeader: unique}}
+	return IDSource{src: wire.IDSource{Header: name, SourceHeader: unique}}
 }
 
 // CloudEvents reads the ID of CloudEvents in binary mode: the ce_id header,
 // unique together with ce_source; ce_subject is the aggregate ID, ce_time
 // the event time. For structured mode (the whole event as JSON), use
 // JSONField("id").
-func CloudEvents() IDSource { return IDSource{src: codecs.CloudEventsIDSource()} }
+func CloudEvents() IDSource { return IDSource{src: wire.CloudEventsIDSource()} }
 
 // RecordKey takes the record key as the event ID; the body is not parsed.
-func RecordKey() IDSource { return IDSource{src: codecs.IDSource{Key: true}} }
+func RecordKey() IDSource { return IDSource{src: wire.IDSource{Key: true}} }
 
 // IDFunc computes the ID with fn; the body is not parsed by the topology.
 // An error dead-letters the record (reason no-id).

@@ -3,7 +3,7 @@ package dedup_test
 import (
 	"encoding/json"
 
-	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
-func envelope(payload string) *codecs.Event { return &codecs.Event{Payload: json.RawMessage(payload)} }
+func envelope(payload string) *wire.Event { return &wire.Event{Payload: json.RawMessage(payload)} }

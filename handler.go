@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // Header is one record header. Kafka allows a key to repeat and keeps the
@@ -45,7 +45,7 @@ type Event struct {
 	// Envelope is the decoded envelope: type, occurredAt and payload of a
 	// JSON event. For IDs from a header, the record key or an IDFunc, the
 	// body is not parsed and Envelope.Payload is the record value.
-	Envelope *codecs.Event
+	Envelope *wire.Event
 }
 
 // Message is one record a handler wants written. Topic must be one of the

@@ -1,13 +1,13 @@
 package dedup
 
-import "github.com/dedupkit/dedup/codecs"
+import "github.com/dedupkit/dedup/internal/wire"
 
 // DeadLetterReasons returns every dlq-reason the worker writes: the labels
-// of records that cannot be decoded (codecs.InputReasons) and the Reason
+// of records that cannot be decoded (wire.InputReasons) and the Reason
 // constants. The metrics export dedup_dead_lettered_total at 0 for each from
 // the start, so the first dead letter of a reason is an increase an alert sees.
 func DeadLetterReasons() []string {
-	return append(codecs.InputReasons(),
+	return append(wire.InputReasons(),
 		ReasonNoAggregateID,
 		ReasonNoRecordKey,
 		ReasonBadLoopRecord,

@@ -9,10 +9,10 @@ import (
 
 	"github.com/lovoo/goka"
 
-	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
-// Dead-letter headers. The reason is a short label (see codecs.Reason); the
+// Dead-letter headers. The reason is a short label (see wire.Reason); the
 // error is the full message; the source headers say where the record was read
 // from the input, also for events that went through the loop topic.
 const (
@@ -98,7 +98,7 @@ type Topology struct {
 	DLQ     string
 
 	Table    Table
-	IDSource codecs.IDSource
+	IDSource wire.IDSource
 	// IDFunc, when set, computes the event ID from the record instead of
 	// IDSource; the body is then not parsed. An error dead-letters the
 	// record with reason no-id.

@@ -1,7 +1,11 @@
+// Package codecs is the format of the dedup table: the goka codec Seen and
+// the record it decodes, SeenRecord. A goka View of the group table
+// "<group>-table" reads it with this codec (see the root package's docs).
 package codecs
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -84,10 +88,10 @@ type seenFields struct {
 func parseSeen(data []byte) (seenFields, error) {
 	var f seenFields
 	if len(data) == 0 {
-		return f, newDecodeError(ErrBadSeen, "empty")
+		return f, seenError(ErrBadSeen, "empty")
 	}
 	if data[0] != seenVersion1 {
-		return f, newDecodeError(ErrSeenVersion, fmt.Sprintf("version %d", data[0]))
+		return f, seenError(ErrSeenVersion, fmt.Sprintf("version %d", data[0]))
 	}
 	rd := reader{buf: data[1:]}
 	f.first = rd.varint("firstProcessed")
@@ -101,10 +105,10 @@ func parseSeen(data []byte) (seenFields, error) {
 		return seenFields{}, rd.err
 	}
 	if len(rd.buf) != 0 {
-		return seenFields{}, newDecodeError(ErrBadSeen, fmt.Sprintf("%d trailing bytes", len(rd.buf)))
+		return seenFields{}, seenError(ErrBadSeen, fmt.Sprintf("%d trailing bytes", len(rd.buf)))
 	}
 	if f.part < -1<<31 || f.part > 1<<31-1 {
-		return seenFields{}, newDecodeError(ErrBadSeen, "partition out of range")
+		return seenFields{}, seenError(ErrBadSeen, "partition out of range")
 	}
 	return f, nil
 }
@@ -120,7 +124,7 @@ func (r *reader) varint(field string) int64 {
 	}
 	v, n := binary.Varint(r.buf)
 	if n <= 0 {
-		r.err = newDecodeError(ErrBadSeen, "truncated or overlong "+field)
+		r.err = seenError(ErrBadSeen, "truncated or overlong "+field)
 		return 0
 	}
 	r.buf = r.buf[n:]
@@ -134,7 +138,7 @@ func (r *reader) bytes(field string) []byte {
 	}
 	l, n := binary.Uvarint(r.buf)
 	if n <= 0 || l > uint64(len(r.buf)-n) {
-		r.err = newDecodeError(ErrBadSeen, "truncated "+field)
+		r.err = seenError(ErrBadSeen, "truncated "+field)
 		return nil
 	}
 	b := r.buf[n : n+int(l)]
@@ -180,24 +184,10 @@ func (Seen) Decode(data []byte) (any, error) {
 	return r, nil
 }
 
-// Bytes is a pass-through goka.Codec for []byte values. It never fails on
-// decode, which is what the input and loop topics need: a bad record must
-// reach the callback (and the dead-letter topic), not stop the processor.
-type Bytes struct{}
+// The errors UnmarshalBinary wraps.
+var (
+	ErrBadSeen     = errors.New("malformed seen record")
+	ErrSeenVersion = errors.New("unknown seen record version")
+)
 
-// Encode accepts []byte or string.
-func (Bytes) Encode(value any) ([]byte, error) {
-	switch v := value.(type) {
-	case []byte:
-		return v, nil
-	case string:
-		return []byte(v), nil
-	case nil:
-		return nil, nil
-	default:
-		return nil, fmt.Errorf("codecs: Bytes encodes []byte, got %T", value)
-	}
-}
-
-// Decode returns data unchanged.
-func (Bytes) Decode(data []byte) (any, error) { return data, nil }
+func seenError(kind error, detail string) error { return fmt.Errorf("%w: %s", kind, detail) }

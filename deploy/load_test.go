@@ -13,7 +13,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
-	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 var loadScript = filepath.Join(repoRoot, "deploy", "compose", "load.sh")
@@ -52,7 +52,7 @@ func TestLoadScript(t *testing.T) {
 				t.Fatalf("%d records, want %d", len(lines), tt.records)
 			}
 			first := map[string]string{}
-			dec := codecs.Decoder{ID: codecs.DefaultIDSource()}
+			dec := wire.Decoder{ID: wire.DefaultIDSource()}
 			for _, line := range lines {
 				key, value, ok := strings.Cut(line, "|")
 				if !ok {

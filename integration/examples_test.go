@@ -15,9 +15,9 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/verify"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // The example programs (examples/) on the real broker, as a user runs them:
@@ -307,7 +307,7 @@ func TestSettlementExampleUnderSIGKILL(t *testing.T) {
 	// The verifier's tally, with the input reduced to the events that
 	// must be settled: settlements and audit records carry the event ID in
 	// "eventId", the field the service dedups by.
-	dec := codecs.Decoder{ID: codecs.DefaultIDSource()}
+	dec := wire.Decoder{ID: wire.DefaultIDSource()}
 	decode := func(recs []kafkatest.Record) []verify.Record {
 		out := make([]verify.Record, len(recs))
 		for i, r := range recs {

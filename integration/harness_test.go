@@ -19,9 +19,9 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/atleastonce"
 	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/internal/wire"
 	"github.com/dedupkit/dedup/processor"
 )
 
@@ -120,7 +120,7 @@ func (e *env) topology(group string, obs dedup.Observer) *dedup.Topology {
 	return &dedup.Topology{
 		Group: group, Inputs: []string{e.input}, Outputs: []string{e.output}, DLQ: group + "-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour},
-		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward(),
+		IDSource: wire.DefaultIDSource(), Handler: dedup.Forward(),
 		Observer: obs, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 }
@@ -270,7 +270,7 @@ func eventIDs(t *testing.T, recs []kafkatest.Record) map[string]int {
 	t.Helper()
 	ids := map[string]int{}
 	for _, r := range recs {
-		ev, err := codecs.Decoder{ID: codecs.DefaultIDSource()}.Decode(r.Value, r.Headers)
+		ev, err := wire.Decoder{ID: wire.DefaultIDSource()}.Decode(r.Value, r.Headers)
 		if err != nil {
 			t.Fatalf("output record %q: %v", r.Value, err)
 		}

@@ -12,10 +12,10 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/internal/verify"
+	"github.com/dedupkit/dedup/internal/wire"
 	"github.com/dedupkit/dedup/processor"
 )
 
@@ -45,8 +45,8 @@ func verifyPair(t *testing.T, bs []string, in, out []kafkatest.Record) (inTopic,
 // read that waits for a transaction marker would hang here.
 func verifyRun(t *testing.T, cfg verify.Config) *verify.Report {
 	t.Helper()
-	if cfg.IDSource == (codecs.IDSource{}) {
-		cfg.IDSource = codecs.DefaultIDSource()
+	if cfg.IDSource == (wire.IDSource{}) {
+		cfg.IDSource = wire.DefaultIDSource()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/buildinfo"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // The worker's /metrics names the build it runs next to the group's
@@ -32,7 +32,7 @@ func TestMetricsEndpointNamesTheBuild(t *testing.T) {
 	defer cancel()
 	topo := &dedup.Topology{Group: "buildinfo", Inputs: []string{"orders"}, Outputs: []string{"orders-deduped"}, DLQ: "buildinfo-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
-		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward()}
+		IDSource: wire.DefaultIDSource(), Handler: dedup.Forward()}
 	reg := prometheus.NewRegistry()
 	p, err := New(ctx, Config{Brokers: cluster.ListenAddrs(), StateDir: t.TempDir(), Replication: 1, Registerer: reg,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, topo)

@@ -11,7 +11,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // benchSession is the part of a group session process uses.
@@ -39,7 +39,7 @@ func newTestMember(tb testing.TB, producer sarama.AsyncProducer, partitions ...i
 	tb.Helper()
 	topo := &dedup.Topology{Group: "bench", Inputs: []string{"orders"}, Outputs: []string{"orders-deduped"}, DLQ: "bench-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
-		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward(), HandlerRetries: 3,
+		IDSource: wire.DefaultIDSource(), Handler: dedup.Forward(), HandlerRetries: 3,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	cfg := &Config{Brokers: []string{"unused:9092"}, StateDir: tb.TempDir()}
 	cfg.setDefaults()

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // Schema is the processed_messages table of the seed document (primary key
@@ -55,7 +55,7 @@ SET events = order_totals.events + 1, last_event_id = EXCLUDED.last_event_id, up
 type postgresStage struct {
 	pool    *pgxpool.Pool
 	cfg     Config
-	decoder codecs.Decoder
+	decoder wire.Decoder
 }
 
 func newPostgresStage(ctx context.Context, cfg Config) (*postgresStage, error) {
@@ -72,7 +72,7 @@ func newPostgresStage(ctx context.Context, cfg Config) (*postgresStage, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	return &postgresStage{pool: pool, cfg: cfg, decoder: codecs.Decoder{ID: codecs.DefaultIDSource()}}, nil
+	return &postgresStage{pool: pool, cfg: cfg, decoder: wire.Decoder{ID: wire.DefaultIDSource()}}, nil
 }
 
 func (s *postgresStage) Process(ctx context.Context, msg *sarama.ConsumerMessage) (bool, error) {

@@ -7,7 +7,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // redisStage is the @IdempotentConsumer pattern of the seed document, done
@@ -23,7 +23,7 @@ import (
 type redisStage struct {
 	rdb     *redis.Client
 	cfg     Config
-	decoder codecs.Decoder
+	decoder wire.Decoder
 }
 
 func newRedisStage(ctx context.Context, cfg Config) (*redisStage, error) {
@@ -32,7 +32,7 @@ func newRedisStage(ctx context.Context, cfg Config) (*redisStage, error) {
 		rdb.Close()
 		return nil, fmt.Errorf("redis %s: %w", cfg.RedisAddr, err)
 	}
-	return &redisStage{rdb: rdb, cfg: cfg, decoder: codecs.Decoder{ID: codecs.DefaultIDSource()}}, nil
+	return &redisStage{rdb: rdb, cfg: cfg, decoder: wire.Decoder{ID: wire.DefaultIDSource()}}, nil
 }
 
 // RedisKey is the idempotency key of an event for a consumer.
@@ -65,7 +65,7 @@ func (s *redisStage) Close() error { return s.rdb.Close() }
 
 // forwardHandler is the business handler of every contender: output = the
 // input event. It cannot fail; the error path is there for the pattern.
-func forwardHandler(ev *codecs.Event) error {
+func forwardHandler(ev *wire.Event) error {
 	if len(ev.Raw) == 0 {
 		return fmt.Errorf("event %s has no body", ev.EventID)
 	}

@@ -14,9 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/atleastonce"
 	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/internal/wire"
 	"github.com/dedupkit/dedup/processor"
 )
 
@@ -106,7 +106,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	topo := &dedup.Topology{
 		Group: "demo", Inputs: []string{"orders"}, Outputs: []string{"orders-deduped"}, DLQ: "demo-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
-		IDSource: codecs.DefaultIDSource(), Handler: h, Observer: obs, Logger: log,
+		IDSource: wire.DefaultIDSource(), Handler: h, Observer: obs, Logger: log,
 	}
 	if *handler == "settlements" {
 		topo.Outputs = []string{"settlements"}
@@ -162,11 +162,11 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 
 // describe shortens a record value for the demo's listing.
 func describe(v []byte) string {
-	ev, err := codecs.Decoder{ID: codecs.DefaultIDSource()}.Decode(v, nil)
+	ev, err := wire.Decoder{ID: wire.DefaultIDSource()}.Decode(v, nil)
 	if err != nil {
-		var de *codecs.DecodeError
+		var de *wire.DecodeError
 		if errors.As(err, &de) {
-			return fmt.Sprintf("(%s) %q", codecs.Reason(err), truncate(string(v), 40))
+			return fmt.Sprintf("(%s) %q", wire.Reason(err), truncate(string(v), 40))
 		}
 		return fmt.Sprintf("(undecodable) %v", err)
 	}

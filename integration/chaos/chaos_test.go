@@ -11,9 +11,9 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/netfault"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // TestChaosShort is the short fault suite of `make test`: the short preset
@@ -103,15 +103,15 @@ func TestWorkloadIsExactAndDeterministic(t *testing.T) {
 		if r.event < 0 {
 			kind, _, _ := strings.Cut(r.bad, "/")
 			bad[kind]++
-			_, err := codecs.Decoder{ID: codecs.DefaultIDSource()}.Decode(r.value, nil)
-			if codecs.Reason(err) != badKinds[kind].reason {
-				t.Errorf("%s %q: decodes to reason %q, want %q", r.bad, r.value, codecs.Reason(err), badKinds[kind].reason)
+			_, err := wire.Decoder{ID: wire.DefaultIDSource()}.Decode(r.value, nil)
+			if wire.Reason(err) != badKinds[kind].reason {
+				t.Errorf("%s %q: decodes to reason %q, want %q", r.bad, r.value, wire.Reason(err), badKinds[kind].reason)
 			}
 			continue
 		}
 		events[r.event]++
 		copies++
-		ev, err := codecs.Decoder{ID: codecs.DefaultIDSource()}.Decode(r.value, nil)
+		ev, err := wire.Decoder{ID: wire.DefaultIDSource()}.Decode(r.value, nil)
 		if err != nil {
 			t.Fatalf("event %d: %v", r.event, err)
 		}

@@ -13,10 +13,10 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/internal/verify"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // result is what one scenario did and what the verification found.
@@ -52,7 +52,7 @@ type result struct {
 // injected malformed record against the dead-letter topic, and every
 // acknowledged event against the input topic.
 func (r *result) check(ctx context.Context, cfg *Config, brokers []string) error {
-	rep, err := verify.Run(ctx, verify.Config{Brokers: brokers, Inputs: []string{r.input}, Output: r.output, DLQ: r.dlq, IDSource: codecs.DefaultIDSource()})
+	rep, err := verify.Run(ctx, verify.Config{Brokers: brokers, Inputs: []string{r.input}, Output: r.output, DLQ: r.dlq, IDSource: wire.DefaultIDSource()})
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}

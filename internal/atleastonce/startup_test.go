@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // goka ends a processor whose context closes before its tables are up with
@@ -30,7 +30,7 @@ func TestStopWhileGokaStartsIsClean(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	topo := &dedup.Topology{Group: "startup", Inputs: []string{"orders"}, Outputs: []string{"orders-deduped"}, DLQ: "startup-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
-		IDSource: codecs.DefaultIDSource(), Handler: dedup.Forward(), Logger: log}
+		IDSource: wire.DefaultIDSource(), Handler: dedup.Forward(), Logger: log}
 	r, err := New(ctx, Config{Brokers: cluster.ListenAddrs(), StateDir: t.TempDir(), CommitInterval: 100 * time.Millisecond,
 		Replication: 1, ClientID: "startup-test", Logger: log}, topo)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/lovoo/goka/tester"
 
 	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // countingObserver records outcomes so tests can assert on them.
@@ -52,7 +53,7 @@ func newFixture(t *testing.T, handler dedup.Handler, mutate func(*dedup.Topology
 	f.topo = &dedup.Topology{
 		Group: "settlement", Inputs: []string{"orders"}, Outputs: []string{"settlements"}, DLQ: "orders-dlq",
 		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: 24 * time.Hour},
-		IDSource: codecs.DefaultIDSource(), Handler: handler,
+		IDSource: wire.DefaultIDSource(), Handler: handler,
 		HandlerRetries: 2, RetryBackoff: time.Microsecond,
 		Observer: f.obs, Now: func() time.Time { return f.now },
 	}
@@ -134,8 +135,8 @@ func TestTopologyForwardsOnceAndSkipsDuplicates(t *testing.T) {
 }
 
 // Envelope decodes a JSON event for tests.
-func Envelope(s string) (*codecs.Event, error) {
-	return codecs.Decoder{ID: codecs.DefaultIDSource()}.Decode([]byte(s), nil)
+func Envelope(s string) (*wire.Event, error) {
+	return wire.Decoder{ID: wire.DefaultIDSource()}.Decode([]byte(s), nil)
 }
 
 func TestTopologyStoresSeenRecord(t *testing.T) {
@@ -231,7 +232,7 @@ func TestTopologyHandlerErrorLeavesEventUnmarked(t *testing.T) {
 func TestTopologyValidate(t *testing.T) {
 	good := func() *dedup.Topology {
 		return &dedup.Topology{Group: "g", Inputs: []string{"in"}, Outputs: []string{"out"}, DLQ: "dlq", Handler: dedup.Forward(),
-			Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: codecs.DefaultIDSource()}
+			Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: wire.DefaultIDSource()}
 	}
 	tests := []struct {
 		name   string

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // Any record, however malformed, is either judged (an event with a dedup
@@ -19,10 +19,10 @@ func FuzzPrepare(f *testing.F) {
 	f.Add([]byte(nil), "k", "dedup-src-time", []byte("not a time"), true)
 	f.Add([]byte("\xff\xfe"), "k", "ce_id", []byte("id"), false)
 	defs := []*dedup.Topology{
-		{Group: "g", Inputs: []string{"in"}, Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: codecs.DefaultIDSource()},
-		{Group: "g", Inputs: []string{"in"}, Table: dedup.Table{KeyType: dedup.KeyAggregateID, Retention: time.Hour}, IDSource: codecs.IDSource{Field: "meta.eventId"}},
-		{Group: "g", Inputs: []string{"in"}, Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: codecs.CloudEventsIDSource()},
-		{Group: "g", Inputs: []string{"in"}, Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: codecs.IDSource{Key: true}},
+		{Group: "g", Inputs: []string{"in"}, Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: wire.DefaultIDSource()},
+		{Group: "g", Inputs: []string{"in"}, Table: dedup.Table{KeyType: dedup.KeyAggregateID, Retention: time.Hour}, IDSource: wire.IDSource{Field: "meta.eventId"}},
+		{Group: "g", Inputs: []string{"in"}, Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: wire.CloudEventsIDSource()},
+		{Group: "g", Inputs: []string{"in"}, Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: wire.IDSource{Key: true}},
 	}
 	f.Fuzz(func(t *testing.T, value []byte, key, hkey string, hvalue []byte, loop bool) {
 		topic := "in"
@@ -38,7 +38,7 @@ func FuzzPrepare(f *testing.F) {
 				t.Fatalf("reason %q without an error", p.reason)
 			case p.reason == "" && (p.event == nil || p.key == ""):
 				t.Fatalf("judged without an event or a key: %+v", p)
-			case p.reason == "" && len(p.key) > 2*codecs.MaxIDLength+1:
+			case p.reason == "" && len(p.key) > 2*wire.MaxIDLength+1:
 				t.Fatalf("dedup key of %d bytes", len(p.key))
 			}
 		}

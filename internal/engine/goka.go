@@ -9,6 +9,7 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // Graph builds the goka group graph: one input edge per input topic, all
@@ -28,16 +29,16 @@ func Graph(t *dedup.Topology, maxRecordBytes int, processed func(topic string, p
 	}
 	var edges []goka.Edge
 	for _, in := range t.Inputs {
-		edges = append(edges, goka.Input(goka.Stream(in), codecs.Bytes{}, process))
+		edges = append(edges, goka.Input(goka.Stream(in), wire.Bytes{}, process))
 	}
 	edges = append(edges,
-		goka.Loop(codecs.Bytes{}, process),
+		goka.Loop(wire.Bytes{}, process),
 		goka.Persist(codecs.Seen{}),
-		goka.Output(goka.Stream(t.DLQ), codecs.Bytes{}),
+		goka.Output(goka.Stream(t.DLQ), wire.Bytes{}),
 	)
 	for _, o := range t.Outputs {
 		if o != t.DLQ {
-			edges = append(edges, goka.Output(goka.Stream(o), codecs.Bytes{}))
+			edges = append(edges, goka.Output(goka.Stream(o), wire.Bytes{}))
 		}
 	}
 	return goka.DefineGroup(goka.Group(t.Group), edges...)

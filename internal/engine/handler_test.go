@@ -2,7 +2,7 @@ package engine
 
 import (
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/wire"
 
 	"context"
 	"errors"
@@ -130,7 +130,7 @@ func TestHandlerSeesTheRecord(t *testing.T) {
 // offset for it.
 func TestHandlerInterruptedIsNotDeadLettered(t *testing.T) {
 	topo := &dedup.Topology{Group: "g", Inputs: []string{"in"}, Outputs: []string{"out"}, DLQ: "dlq", HandlerRetries: 3, RetryBackoff: time.Hour,
-		Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: codecs.DefaultIDSource()}
+		Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: wire.DefaultIDSource()}
 	tests := []struct {
 		name    string
 		handler dedup.HandlerFunc

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // Prepared is the part of processing a record that needs no table and no
@@ -25,7 +25,7 @@ type Prepared struct {
 	pos     dedup.Position
 	recKey  string
 	headers dedup.Headers
-	event   *codecs.Event
+	event   *wire.Event
 	key     string // the dedup key
 	// reason and err say why the record goes to the dead-letter topic
 	// instead; reason is "" for a record to judge.
@@ -52,7 +52,7 @@ func Prepare(t *dedup.Topology, rec dedup.Record) *Prepared {
 	}
 	ev, err := decode(t, rec)
 	if err != nil {
-		p.reason, p.err = codecs.Reason(err), err
+		p.reason, p.err = wire.Reason(err), err
 		return p
 	}
 	key, err := t.Table.Key(ev)
@@ -67,12 +67,12 @@ func Prepare(t *dedup.Topology, rec dedup.Record) *Prepared {
 // decode finds the event ID of rec where the topology's ID source says.
 // JSON fields and headers are the codecs' Decoder; the record key and an
 // IDFunc leave the body opaque, as header IDs do.
-func decode(t *dedup.Topology, rec dedup.Record) (*codecs.Event, error) {
+func decode(t *dedup.Topology, rec dedup.Record) (*wire.Event, error) {
 	switch {
 	case t.IDFunc != nil:
 		id, err := t.IDFunc(rec)
 		if err != nil {
-			return nil, &codecs.DecodeError{Kind: codecs.ErrNoID, Detail: fmt.Sprintf("IDFunc: %v", err)}
+			return nil, &wire.DecodeError{Kind: wire.ErrNoID, Detail: fmt.Sprintf("IDFunc: %v", err)}
 		}
 		return opaqueEvent(id, rec.Value, "IDFunc's ID")
 	case t.IDSource.Key:
@@ -83,32 +83,32 @@ func decode(t *dedup.Topology, rec dedup.Record) (*codecs.Event, error) {
 		hm = make(map[string][]byte, len(rec.Headers))
 		for _, h := range rec.Headers { // the last one wins, as dedup.Headers.Get
 			if prev, ok := hm[h.Key]; ok && isIDHeader(t.IDSource, h.Key) && !bytes.Equal(prev, h.Value) {
-				return nil, &codecs.DecodeError{Kind: codecs.ErrDuplicateField,
+				return nil, &wire.DecodeError{Kind: wire.ErrDuplicateField,
 					Detail: fmt.Sprintf("header %q occurs more than once with different values", h.Key)}
 			}
 			hm[h.Key] = h.Value
 		}
 	}
-	return codecs.Decoder{ID: t.IDSource}.Decode(rec.Value, hm)
+	return wire.Decoder{ID: t.IDSource}.Decode(rec.Value, hm)
 }
 
 // isIDHeader says whether a header makes up the event's identity; a record
 // that carries one twice with different values has no single identity.
-func isIDHeader(src codecs.IDSource, key string) bool {
+func isIDHeader(src wire.IDSource, key string) bool {
 	return key == src.Header || (src.SourceHeader != "" && key == src.SourceHeader)
 }
 
 // opaqueEvent is the event of a record whose body is not parsed.
-func opaqueEvent(id string, value []byte, where string) (*codecs.Event, error) {
+func opaqueEvent(id string, value []byte, where string) (*wire.Event, error) {
 	switch {
 	case value == nil:
-		return nil, &codecs.DecodeError{Kind: codecs.ErrNullValue, Detail: "record value is null (tombstone)"}
+		return nil, &wire.DecodeError{Kind: wire.ErrNullValue, Detail: "record value is null (tombstone)"}
 	case id == "":
-		return nil, &codecs.DecodeError{Kind: codecs.ErrNoID, Detail: where + " is empty"}
-	case len(id) > codecs.MaxIDLength:
-		return nil, &codecs.DecodeError{Kind: codecs.ErrIDTooLong, Detail: fmt.Sprintf("%s is %d bytes, at most %d allowed", where, len(id), codecs.MaxIDLength)}
+		return nil, &wire.DecodeError{Kind: wire.ErrNoID, Detail: where + " is empty"}
+	case len(id) > wire.MaxIDLength:
+		return nil, &wire.DecodeError{Kind: wire.ErrIDTooLong, Detail: fmt.Sprintf("%s is %d bytes, at most %d allowed", where, len(id), wire.MaxIDLength)}
 	case !utf8.ValidString(id):
-		return nil, &codecs.DecodeError{Kind: codecs.ErrBadField, Detail: where + " is not valid UTF-8"}
+		return nil, &wire.DecodeError{Kind: wire.ErrBadField, Detail: where + " is not valid UTF-8"}
 	}
-	return &codecs.Event{EventID: id, Payload: value, Raw: value}, nil
+	return &wire.Event{EventID: id, Payload: value, Raw: value}, nil
 }

@@ -26,8 +26,8 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/internal/wire"
 	"github.com/dedupkit/dedup/processor"
 )
 
@@ -44,7 +44,7 @@ type Config struct {
 	// event on two of them is one event, output once.
 	Inputs      []string
 	Output, DLQ string // DLQ is optional
-	IDSource    codecs.IDSource
+	IDSource    wire.IDSource
 	// KeyType is the worker's dedup key (`processor run --key-type`); empty
 	// is dedup.KeyEventID. With dedup.KeyAggregateID the worker processes an
 	// aggregate's first event and skips the aggregate's later ones within its
@@ -162,7 +162,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
-	tally, dec := NewTally(), codecs.Decoder{ID: cfg.IDSource}
+	tally, dec := NewTally(), wire.Decoder{ID: cfg.IDSource}
 	table := dedup.Table{KeyType: cmp.Or(cfg.KeyType, dedup.KeyEventID)}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -204,7 +204,7 @@ type Record struct {
 
 // Decode reduces a record the way the processor sees it in event-id mode:
 // DecodeKey with dedup.KeyEventID.
-func Decode(d codecs.Decoder, partition int32, offset int64, value []byte, headers []*sarama.RecordHeader) Record {
+func Decode(d wire.Decoder, partition int32, offset int64, value []byte, headers []*sarama.RecordHeader) Record {
 	return DecodeKey(d, dedup.Table{KeyType: dedup.KeyEventID}, partition, offset, value, headers)
 }
 
@@ -212,7 +212,7 @@ func Decode(d codecs.Decoder, partition int32, offset int64, value []byte, heade
 // same key (t.Key), so an ID the processor would dedup is the ID the
 // verifier counts. An event without an aggregate ID in aggregate-id mode
 // has dedup.ErrNoAggregateID, which the worker dead-letters.
-func DecodeKey(d codecs.Decoder, t dedup.Table, partition int32, offset int64, value []byte, headers []*sarama.RecordHeader) Record {
+func DecodeKey(d wire.Decoder, t dedup.Table, partition int32, offset int64, value []byte, headers []*sarama.RecordHeader) Record {
 	r := Record{Partition: partition, Offset: offset}
 	var hm map[string][]byte // only header mode reads headers; skip the map otherwise
 	if d.ID.Header != "" {
@@ -388,7 +388,7 @@ func reason(err error) string {
 	if errors.Is(err, dedup.ErrNoAggregateID) {
 		return dedup.ReasonNoAggregateID
 	}
-	return codecs.Reason(err)
+	return wire.Reason(err)
 }
 
 func (t *Tally) trace(key string, e entry) Trace {
@@ -443,7 +443,7 @@ type Report struct {
 	KeyType     dedup.KeyType // what an event is: dedup.KeyEventID, or dedup.KeyAggregateID
 
 	InputRecords, InputEvents, InputDuplicates int
-	Undecodable                                map[string]int // input records by codecs.Reason
+	Undecodable                                map[string]int // input records by wire.Reason
 	OutputRecords, OutputEvents                int
 	UndecodableOutput                          map[string]int
 	DeadLetterRecords                          int

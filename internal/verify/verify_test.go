@@ -9,12 +9,12 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/codecs"
+	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // rec decodes a JSON record the way Run does, at partition p, offset off.
 func rec(p int32, off int64, value string) Record {
-	return Decode(codecs.Decoder{ID: codecs.DefaultIDSource()}, p, off, []byte(value), nil)
+	return Decode(wire.Decoder{ID: wire.DefaultIDSource()}, p, off, []byte(value), nil)
 }
 
 func ev(p int32, off int64, id string) Record {
@@ -24,7 +24,7 @@ func ev(p int32, off int64, id string) Record {
 // ce decodes a CloudEvents binary-mode record (header mode).
 func ce(p int32, off int64, source, id string) Record {
 	h := []*sarama.RecordHeader{{Key: []byte("ce_id"), Value: []byte(id)}, {Key: []byte("ce_source"), Value: []byte(source)}}
-	return Decode(codecs.Decoder{ID: codecs.CloudEventsIDSource()}, p, off, []byte("opaque body"), h)
+	return Decode(wire.Decoder{ID: wire.CloudEventsIDSource()}, p, off, []byte("opaque body"), h)
 }
 
 func dead(r Record, reason string) Record { r.DLQReason = reason; return r }
@@ -38,7 +38,7 @@ func agg(p int32, off int64, id, a string) Record {
 	if a == "" {
 		v = fmt.Sprintf(`{"eventId":%q,"type":"OrderPaid"}`, id)
 	}
-	return DecodeKey(codecs.Decoder{ID: codecs.DefaultIDSource()}, dedup.Table{KeyType: dedup.KeyAggregateID}, p, off, []byte(v), nil)
+	return DecodeKey(wire.Decoder{ID: wire.DefaultIDSource()}, dedup.Table{KeyType: dedup.KeyAggregateID}, p, off, []byte(v), nil)
 }
 
 func TestVerifyBuild(t *testing.T) {
@@ -222,7 +222,7 @@ func TestVerifyTracesAreBoundedAndEarliestFirst(t *testing.T) {
 }
 
 func TestVerifyConfigNamesTheFlag(t *testing.T) {
-	good := Config{Brokers: []string{"h:1"}, Inputs: []string{"i"}, Output: "o", IDSource: codecs.DefaultIDSource()}
+	good := Config{Brokers: []string{"h:1"}, Inputs: []string{"i"}, Output: "o", IDSource: wire.DefaultIDSource()}
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestVerifyConfigNamesTheFlag(t *testing.T) {
 		{func(c *Config) { c.Inputs = []string{"i", "d"}; c.DLQ = "d" }, `--input: "d" is also the output or dead-letter topic`},
 		{func(c *Config) { c.DLQ = "o" }, `--dlq: "o" is also the output topic`},
 		{func(c *Config) { c.KeyType = "aggregate" }, `--key-type: "aggregate" is not event-id or aggregate-id`},
-		{func(c *Config) { c.IDSource = codecs.IDSource{} }, "--id-field:"},
+		{func(c *Config) { c.IDSource = wire.IDSource{} }, "--id-field:"},
 	}
 	for _, tt := range tests {
 		c := good

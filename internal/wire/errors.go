@@ -1,6 +1,10 @@
-package codecs
+package wire
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/dedupkit/dedup/codecs"
+)
 
 // Sentinels for why a record could not be decoded. Callers branch on them
 // with errors.Is; Reason turns them into the short label used in the
@@ -17,8 +21,6 @@ var (
 	// the record is refused rather than judged by a guess.
 	ErrDuplicateField = errors.New("field occurs twice")
 	ErrIDTooLong      = errors.New("ID too long")
-	ErrBadSeen        = errors.New("malformed seen record")
-	ErrSeenVersion    = errors.New("unknown seen record version")
 )
 
 // DecodeError says what is wrong with a record.
@@ -52,8 +54,8 @@ var reasons = []struct {
 	{ErrNoID, "no-id", true},
 	{ErrDuplicateField, "duplicate-field", true},
 	{ErrIDTooLong, "id-too-long", true},
-	{ErrBadSeen, "bad-seen-record", false},
-	{ErrSeenVersion, "bad-seen-record", false},
+	{codecs.ErrBadSeen, "bad-seen-record", false},
+	{codecs.ErrSeenVersion, "bad-seen-record", false},
 }
 
 // InputReasons returns every label Reason gives an error of decoding an

@@ -1,8 +1,7 @@
-// Package codecs holds the wire formats of the dedup processor: the event
-// envelope read from the input topic and the seen record stored in the dedup
-// table. Both are goka codecs so the same graph runs under goka's
-// best-effort processor and under the exactly-once runtime.
-package codecs
+// Package wire reads the events of the input topics: the event ID from a
+// JSON field, a header or the record key, the envelope's other fields, and
+// the reason a record that cannot be read is dead-lettered with.
+package wire
 
 import (
 	"bytes"
