@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // Option sets one part of a topology in Define.
@@ -30,8 +28,9 @@ func Define(group string, opts ...Option) (*Topology, error) {
 	t := &Topology{
 		Group:          group,
 		DLQ:            group + "-dlq",
-		Table:          Table{KeyType: KeyEventID, Retention: DefaultRetention},
-		IDSource:       wire.DefaultIDSource(),
+		KeyType:        KeyEventID,
+		Retention:      DefaultRetention,
+		EventID:        JSONField("eventId"),
 		Handler:        Forward(),
 		HandlerRetries: DefaultHandlerRetries,
 		RetryBackoff:   DefaultRetryBackoff,
@@ -67,11 +66,11 @@ func DeadLetter(topic string) Option { return func(t *Topology) { t.DLQ = topic 
 
 // Retention is how long a seen ID is remembered; keep it longer than the
 // input topic's retention so that a replay of the whole topic is judged.
-func Retention(d time.Duration) Option { return func(t *Topology) { t.Table.Retention = d } }
+func Retention(d time.Duration) Option { return func(t *Topology) { t.Retention = d } }
 
 // KeyBy selects what makes two events the same: KeyEventID (default) or
 // KeyAggregateID (once per aggregate within the retention).
-func KeyBy(k KeyType) Option { return func(t *Topology) { t.Table.KeyType = k } }
+func KeyBy(k KeyType) Option { return func(t *Topology) { t.KeyType = k } }
 
 // StaleEvents is the policy for unseen events older than the retention.
 func StaleEvents(p StalePolicy) Option { return func(t *Topology) { t.StaleEvents = p } }
@@ -107,46 +106,72 @@ func HandleFunc(f func(ctx context.Context, ev *Event) ([]Message, error)) Optio
 	return Handle(HandlerFunc(f))
 }
 
-// IDSource says where the event ID of a record is found; see JSONField,
-// HeaderID, CloudEvents, RecordKey and IDFunc.
+// IDSource says where the event ID of a record is found. Build it with
+// JSONField, HeaderID, CloudEvents, RecordKey or IDFunc: exactly one way is
+// set.
 type IDSource struct {
-	src wire.IDSource
-	fn  func(Record) (string, error)
+	// Field is a field of the JSON body; a dotted path ("meta.eventId")
+	// reads it from nested objects.
+	Field string
+	// Header is the record header holding the ID; the body is not parsed.
+	Header string
+	// SourceHeader, with Header, is the header whose value the ID is unique
+	// together with (CloudEvents' ce_source); both must be present.
+	SourceHeader string
+	// Key takes the record key as the ID; the body is not parsed.
+	Key bool
+	// Func computes the ID from the record; the body is not parsed. An
+	// error dead-letters the record (reason no-id).
+	Func func(Record) (string, error)
 }
 
 // EventID sets where the event ID is found (default JSONField("eventId")).
-func EventID(s IDSource) Option {
-	return func(t *Topology) { t.IDSource, t.IDFunc = s.src, s.fn }
-}
+func EventID(s IDSource) Option { return func(t *Topology) { t.EventID = s } }
 
 // JSONField reads the ID from a field of the JSON body; a dotted path
 // ("meta.eventId") reads it from nested objects. The envelope's
 // "aggregateId", "type", "occurredAt" and "payload" stay top-level. A body
 // in which one of these, or a step of the path, occurs twice is
 // dead-lettered as "duplicate-field": parsers disagree on which copy counts.
-func JSONField(path string) IDSource { return IDSource{src: wire.IDSource{Field: path}} }
+func JSONField(path string) IDSource { return IDSource{Field: path} }
 
 // HeaderID reads the ID from a record header; the body is not parsed.
 // With unique set, the ID is unique only together with that header's value
 // (both must be present).
-func HeaderID(name, unique string) IDSource {
-	return IDSource{src: wire.IDSource{Header: name, SourceHeader: unique}}
-}
+func HeaderID(name, unique string) IDSource { return IDSource{Header: name, SourceHeader: unique} }
 
 // CloudEvents reads the ID of CloudEvents in binary mode: the ce_id header,
 // unique together with ce_source; ce_subject is the aggregate ID, ce_time
 // the event time. For structured mode (the whole event as JSON), use
 // JSONField("id").
-func CloudEvents() IDSource { return IDSource{src: wire.CloudEventsIDSource()} }
+func CloudEvents() IDSource { return IDSource{Header: "ce_id", SourceHeader: "ce_source"} }
 
 // RecordKey takes the record key as the event ID; the body is not parsed.
-func RecordKey() IDSource { return IDSource{src: wire.IDSource{Key: true}} }
+func RecordKey() IDSource { return IDSource{Key: true} }
 
 // IDFunc computes the ID with fn; the body is not parsed by the topology.
 // An error dead-letters the record (reason no-id).
 func IDFunc(fn func(Record) (string, error)) IDSource {
 	if fn == nil {
-		return IDSource{fn: func(Record) (string, error) { return "", errors.New("IDFunc(nil)") }}
+		return IDSource{Func: func(Record) (string, error) { return "", errors.New("IDFunc(nil)") }}
 	}
-	return IDSource{fn: fn}
+	return IDSource{Func: fn}
+}
+
+// validate reports an IDSource that names no way, or more than one, to find
+// the ID.
+func (s IDSource) validate() error {
+	ways := 0
+	for _, set := range []bool{s.Field != "", s.Header != "", s.Key, s.Func != nil} {
+		if set {
+			ways++
+		}
+	}
+	switch {
+	case ways != 1:
+		return fmt.Errorf("event ID: set exactly one of a JSON field, a header, the record key or a func (JSONField, HeaderID, CloudEvents, RecordKey, IDFunc); %d are set", ways)
+	case s.SourceHeader != "" && s.Header == "":
+		return errors.New("event ID: a source header works only with a header ID")
+	}
+	return nil
 }

@@ -74,16 +74,16 @@ func ExampleHandlerFunc() {
 	}
 	h := dedup.HandlerFunc(func(ctx context.Context, ev *dedup.Event) ([]dedup.Message, error) {
 		var p orderPaid
-		if err := json.Unmarshal(ev.Envelope.Payload, &p); err != nil || p.PaymentID == "" {
+		if err := json.Unmarshal(ev.Payload, &p); err != nil || p.PaymentID == "" {
 			return nil, dedup.Permanent(errors.New("not an OrderPaid payload"))
 		}
-		return []dedup.Message{{Key: p.PaymentID, Value: ev.Envelope.Payload,
+		return []dedup.Message{{Key: p.PaymentID, Value: ev.Payload,
 			Headers: dedup.Headers{{Key: "event-id", Value: []byte(ev.EventID)}}}}, nil
 	})
 
-	ev := &dedup.Event{EventID: "e1", Envelope: nil}
+	ev := &dedup.Event{EventID: "e1"}
 	for _, payload := range []string{`{"paymentId":"pay-9"}`, `"garbage"`} {
-		ev.Envelope = envelope(payload)
+		ev.Payload = []byte(payload)
 		out, err := h.Handle(context.Background(), ev)
 		fmt.Println(len(out), dedup.IsPermanent(err))
 	}

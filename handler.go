@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // Header is one record header. Kafka allows a key to repeat and keeps the
@@ -42,10 +40,13 @@ type Event struct {
 	// AggregateID is the envelope's aggregate ID (JSON "aggregateId", or
 	// the CloudEvents ce_subject header); empty when the record has none.
 	AggregateID string
-	// Envelope is the decoded envelope: type, occurredAt and payload of a
-	// JSON event. For IDs from a header, the record key or an IDFunc, the
-	// body is not parsed and Envelope.Payload is the record value.
-	Envelope *wire.Event
+	// Type, OccurredAt and Payload are the JSON envelope's "type",
+	// "occurredAt" and "payload". For IDs from a header, the record key or
+	// an IDFunc the body is not parsed: Payload is the record value
+	// (OccurredAt is CloudEvents' ce_time, when present).
+	Type       string
+	OccurredAt time.Time
+	Payload    []byte
 }
 
 // Message is one record a handler wants written. Topic must be one of the

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/lovoo/goka"
-
-	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // Dead-letter headers. The reason is a short label (see wire.Reason); the
@@ -97,12 +95,12 @@ type Topology struct {
 	Outputs []string // the topics a handler may write; the first is the default
 	DLQ     string
 
-	Table    Table
-	IDSource wire.IDSource
-	// IDFunc, when set, computes the event ID from the record instead of
-	// IDSource; the body is then not parsed. An error dead-letters the
-	// record with reason no-id.
-	IDFunc  func(Record) (string, error)
+	// KeyType is what makes two events the same (KeyEventID or
+	// KeyAggregateID); Retention is how long a seen ID is remembered.
+	KeyType   KeyType
+	Retention time.Duration
+	// EventID is where the event ID of a record is found.
+	EventID IDSource
 	Handler Handler
 
 	// HandlerRetries is how many times a failing handler is retried before the
@@ -189,13 +187,16 @@ func (t *Topology) Validate() error {
 	if t.Concurrency < 0 {
 		errs = append(errs, errors.New("concurrency is negative"))
 	}
-	if err := t.Table.Validate(); err != nil {
-		errs = append(errs, err)
+	switch t.KeyType {
+	case KeyEventID, KeyAggregateID:
+	default:
+		errs = append(errs, fmt.Errorf("key type %q: want %q or %q", t.KeyType, KeyEventID, KeyAggregateID))
 	}
-	if t.IDFunc == nil {
-		if err := t.IDSource.Validate(); err != nil {
-			errs = append(errs, err)
-		}
+	if t.Retention <= 0 {
+		errs = append(errs, fmt.Errorf("retention %v: must be positive", t.Retention))
+	}
+	if err := t.EventID.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

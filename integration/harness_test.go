@@ -119,8 +119,8 @@ func dropTopics(t *testing.T, brokers []string, topics ...string) {
 func (e *env) topology(group string, obs dedup.Observer) *dedup.Topology {
 	return &dedup.Topology{
 		Group: group, Inputs: []string{e.input}, Outputs: []string{e.output}, DLQ: group + "-dlq",
-		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour},
-		IDSource: wire.DefaultIDSource(), Handler: dedup.Forward(),
+		KeyType: dedup.KeyEventID, Retention: time.Hour,
+		EventID: dedup.JSONField("eventId"), Handler: dedup.Forward(),
 		Observer: obs, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 }

@@ -134,7 +134,7 @@ func TestRetentionCheckedOnEveryInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, inputs := range [][]string{{short, e.input}, {e.input, short}} {
-		topo := &dedup.Topology{Inputs: inputs, Table: dedup.Table{Retention: 2 * time.Hour}}
+		topo := &dedup.Topology{Inputs: inputs, Retention: 2 * time.Hour}
 		err := processor.CheckRetention(t.Context(), processor.Config{Brokers: e.brokers}, topo, true)
 		want := `--retention 2h0m0s is shorter than retention.ms of input topic "` + e.input + `" (168h0m0s)`
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), short) {

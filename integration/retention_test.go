@@ -109,7 +109,7 @@ func TestExpiredRecordsAreSweptCompactedAndNotRestored(t *testing.T) {
 	e := newEnv(t, 2)
 	group := e.group("expiry")
 	topo := e.topology(group, &counter{})
-	topo.Table.Retention = 2 * time.Second
+	topo.Retention = 2 * time.Second
 	// The table topic, made compactable within the test's time.
 	admin, err := sarama.NewClusterAdmin(e.brokers, kafkatest.Config())
 	if err != nil {

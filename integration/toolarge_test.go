@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/engine"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/processor"
 )
@@ -63,7 +64,7 @@ func TestRecordTooLargeIsDeadLetteredNotWedged(t *testing.T) {
 	const limit = 2500 - 128
 	sized := func(id string, size int) kafkatest.Record {
 		prefix := fmt.Sprintf(`{"eventId":%q,"pad":"`, id)
-		pad := size - dedup.RecordSize(id, nil, nil) - len(prefix) - 2
+		pad := size - engine.RecordSize(id, nil, nil) - len(prefix) - 2
 		return kafkatest.Record{Key: id, Value: []byte(prefix + string(bytes.Repeat([]byte("p"), pad)) + `"}`)}
 	}
 	atLimit, overLimit := sized("at-limit", limit), sized("over-limit", limit+1)
@@ -142,7 +143,7 @@ func TestRecordLimitLoweredWhileRunning(t *testing.T) {
 	switch {
 	case d.Key != "big" || string(d.Headers[dedup.HeaderDLQReason]) != dedup.ReasonTooLarge:
 		t.Errorf("dead letter key %q reason %q, want big and %s", d.Key, d.Headers[dedup.HeaderDLQReason], dedup.ReasonTooLarge)
-	case dedup.RecordSize(d.Key, d.Value, nil) > 2000 || !bytes.HasPrefix(big.Value, d.Value):
+	case engine.RecordSize(d.Key, d.Value, nil) > 2000 || !bytes.HasPrefix(big.Value, d.Value):
 		t.Errorf("dead letter holds %d bytes: want a prefix of the event cut to the new limit", len(d.Value))
 	case string(d.Headers[dedup.HeaderDLQOriginalSHA256]) != hex.EncodeToString(sum[:]):
 		t.Errorf("dead letter SHA-256 header %q, want the event's", d.Headers[dedup.HeaderDLQOriginalSHA256])

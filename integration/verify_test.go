@@ -298,7 +298,7 @@ func TestVerifyTwoInputGroup(t *testing.T) {
 			in := e.produceToBoth(3)
 			topo := e.topology(group, &counter{})
 			topo.Inputs = append(topo.Inputs, in.second)
-			topo.Table.KeyType = tc.keyType
+			topo.KeyType = tc.keyType
 			w := e.startEOS(topo, processor.Config{StateDir: t.TempDir()})
 			e.waitInputsProcessed(group, e.input, in.second)
 			w.stop(t)

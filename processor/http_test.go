@@ -16,7 +16,6 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/buildinfo"
-	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // The worker's /metrics names the build it runs next to the group's
@@ -31,8 +30,8 @@ func TestMetricsEndpointNamesTheBuild(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	topo := &dedup.Topology{Group: "buildinfo", Inputs: []string{"orders"}, Outputs: []string{"orders-deduped"}, DLQ: "buildinfo-dlq",
-		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
-		IDSource: wire.DefaultIDSource(), Handler: dedup.Forward()}
+		KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention,
+		EventID: dedup.JSONField("eventId"), Handler: dedup.Forward()}
 	reg := prometheus.NewRegistry()
 	p, err := New(ctx, Config{Brokers: cluster.ListenAddrs(), StateDir: t.TempDir(), Replication: 1, Registerer: reg,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, topo)

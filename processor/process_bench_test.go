@@ -11,7 +11,6 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // benchSession is the part of a group session process uses.
@@ -38,8 +37,8 @@ const benchPartitions = 12
 func newTestMember(tb testing.TB, producer sarama.AsyncProducer, partitions ...int32) *member {
 	tb.Helper()
 	topo := &dedup.Topology{Group: "bench", Inputs: []string{"orders"}, Outputs: []string{"orders-deduped"}, DLQ: "bench-dlq",
-		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
-		IDSource: wire.DefaultIDSource(), Handler: dedup.Forward(), HandlerRetries: 3,
+		KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention,
+		EventID: dedup.JSONField("eventId"), Handler: dedup.Forward(), HandlerRetries: 3,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	cfg := &Config{Brokers: []string{"unused:9092"}, StateDir: tb.TempDir()}
 	cfg.setDefaults()

@@ -32,7 +32,7 @@ func CheckRetention(ctx context.Context, cfg Config, topo *dedup.Topology, stric
 	if err := cfg.Security.Apply(c); err != nil {
 		return err
 	}
-	retention := topo.Table.Retention
+	retention := topo.Retention
 	var inputs []topicRetention
 	err := kafkautil.WithAdmin(ctx, log, "retention check", cfg.Brokers, c, kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
 		inputs = inputs[:0] // a retried attempt reads every input again

@@ -65,7 +65,7 @@ func TestCheckRetentionWaitsOutADeadBroker(t *testing.T) {
 	serveMetadata(t, live, dead.Addr(), 2)
 	warn := newWarnings()
 	cfg := Config{Brokers: []string{live.Addr()}, Logger: slog.New(warn)}
-	topo := &dedup.Topology{Inputs: []string{"orders"}, Table: dedup.Table{Retention: time.Hour}}
+	topo := &dedup.Topology{Inputs: []string{"orders"}, Retention: time.Hour}
 
 	done := make(chan error, 1)
 	go func() { done <- CheckRetention(context.Background(), cfg, topo, false) }()
@@ -98,7 +98,7 @@ func TestCheckRetentionStrictRefusesAtOnce(t *testing.T) {
 	serveMetadata(t, live, live.Addr(), 1)
 	warn := newWarnings()
 	cfg := Config{Brokers: []string{live.Addr()}, Logger: slog.New(warn)}
-	topo := &dedup.Topology{Inputs: []string{"orders", "orders-retry"}, Table: dedup.Table{Retention: time.Second}}
+	topo := &dedup.Topology{Inputs: []string{"orders", "orders-retry"}, Retention: time.Second}
 
 	err := CheckRetention(context.Background(), cfg, topo, true)
 	want := `--retention 1s is shorter than retention.ms of input topics "orders" (5s), "orders-retry" (5s)`

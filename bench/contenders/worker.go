@@ -8,7 +8,6 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/atleastonce"
-	"github.com/dedupkit/dedup/internal/wire"
 	"github.com/dedupkit/dedup/processor"
 )
 
@@ -24,8 +23,8 @@ func Topology(cfg Config) *dedup.Topology {
 	}
 	return &dedup.Topology{
 		Group: cfg.Group, Inputs: []string{cfg.Input}, Outputs: []string{cfg.Output}, DLQ: cfg.Group + "-dlq",
-		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
-		IDSource: wire.DefaultIDSource(), Handler: handler,
+		KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention,
+		EventID: dedup.JSONField("eventId"), Handler: handler,
 		HandlerRetries: 3, RetryBackoff: 100 * time.Millisecond, Concurrency: cfg.Concurrency,
 		StaleEvents: dedup.StaleProcess, Rekey: dedup.RekeyPolicy(cfg.Rekey), Logger: cfg.Logger,
 	}

@@ -105,8 +105,8 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	obs := &demoObserver{}
 	topo := &dedup.Topology{
 		Group: "demo", Inputs: []string{"orders"}, Outputs: []string{"orders-deduped"}, DLQ: "demo-dlq",
-		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
-		IDSource: wire.DefaultIDSource(), Handler: h, Observer: obs, Logger: log,
+		KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention,
+		EventID: dedup.JSONField("eventId"), Handler: h, Observer: obs, Logger: log,
 	}
 	if *handler == "settlements" {
 		topo.Outputs = []string{"settlements"}

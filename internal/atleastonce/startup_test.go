@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/internal/wire"
 )
 
 // goka ends a processor whose context closes before its tables are up with
@@ -29,8 +28,8 @@ func TestStopWhileGokaStartsIsClean(t *testing.T) {
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	topo := &dedup.Topology{Group: "startup", Inputs: []string{"orders"}, Outputs: []string{"orders-deduped"}, DLQ: "startup-dlq",
-		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention},
-		IDSource: wire.DefaultIDSource(), Handler: dedup.Forward(), Logger: log}
+		KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention,
+		EventID: dedup.JSONField("eventId"), Handler: dedup.Forward(), Logger: log}
 	r, err := New(ctx, Config{Brokers: cluster.ListenAddrs(), StateDir: t.TempDir(), CommitInterval: 100 * time.Millisecond,
 		Replication: 1, ClientID: "startup-test", Logger: log}, topo)
 	if err != nil {

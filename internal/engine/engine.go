@@ -90,9 +90,9 @@ func Keys(t *dedup.Topology, p *Prepared) (dedupKey, recordKey string) {
 // large to write dead-letters the event instead.
 func loop(t *dedup.Topology, rt Runtime, p *Prepared, raw []byte, forward bool) error {
 	h := loopHeaders(p.recKey, p.headers, p.pos)
-	if limit := rt.MaxRecordBytes(); limit > 0 && dedup.RecordSize(p.key, raw, h) > limit {
+	if limit := rt.MaxRecordBytes(); limit > 0 && RecordSize(p.key, raw, h) > limit {
 		return deadLetter(t, rt, p, raw, dedup.ReasonTooLarge, fmt.Errorf("the loop record to re-key it is %d bytes, more than the %d bytes a record may have",
-			dedup.RecordSize(p.key, raw, h), limit))
+			RecordSize(p.key, raw, h), limit))
 	}
 	if forward {
 		return rt.Forward(p.key, raw, h)
@@ -112,24 +112,25 @@ func judge(t *dedup.Topology, rt Runtime, table Table, p *Prepared, raw []byte, 
 	}
 	obs := observer(t)
 	part := p.pos.Partition
-	switch t.Table.Judge(existing, dedup.EventTime(p.event, p.pos), now) {
-	case dedup.Duplicate:
+	switch verdictOf(t, existing, eventTime(p.event, p.pos), now) {
+	case duplicate:
 		obs.Skipped(part)
 		return false, nil
-	case dedup.Expired:
+	case expired:
 		obs.Expired(part)
-	case dedup.TooOld:
+	case tooOld:
 		obs.TooOld(part)
 		switch t.StaleEvents {
 		case dedup.StaleSkip:
 			return false, nil
 		case dedup.StaleDeadLetter:
 			return false, deadLetter(t, rt, p, raw, dedup.ReasonTooOld, fmt.Errorf("event time %v is older than the retention %v: the table cannot judge it",
-				dedup.EventTime(p.event, p.pos).UTC().Format(time.RFC3339), t.Table.Retention))
+				eventTime(p.event, p.pos).UTC().Format(time.RFC3339), t.Retention))
 		}
 	}
 	ev := &dedup.Event{Position: p.pos, Key: p.recKey, Headers: p.headers, Value: p.event.Raw,
-		EventID: p.event.EventID, AggregateID: p.event.AggregateID, Envelope: p.event}
+		EventID: p.event.EventID, AggregateID: p.event.AggregateID,
+		Type: p.event.Type, OccurredAt: p.event.OccurredAt, Payload: p.event.Payload}
 	*c = Call{t: t, table: table, p: p, raw: raw, ev: ev, now: now}
 	return true, nil
 }
@@ -185,7 +186,7 @@ func (c *Call) Finish(rt Runtime) error {
 			return err
 		}
 	}
-	if err := c.table.Set(p.key, t.Table.Record(p.event, p.pos, c.now)); err != nil {
+	if err := c.table.Set(p.key, seenRecord(t, p.event, p.pos, c.now)); err != nil {
 		return err
 	}
 	observer(t).Processed(p.pos.Partition, c.now.Sub(p.pos.Timestamp))

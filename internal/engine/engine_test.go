@@ -52,8 +52,8 @@ func newFixture(t *testing.T, handler dedup.Handler, mutate func(*dedup.Topology
 	f := &fixture{tt: tester.New(t), obs: &countingObserver{}, now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
 	f.topo = &dedup.Topology{
 		Group: "settlement", Inputs: []string{"orders"}, Outputs: []string{"settlements"}, DLQ: "orders-dlq",
-		Table:    dedup.Table{KeyType: dedup.KeyEventID, Retention: 24 * time.Hour},
-		IDSource: wire.DefaultIDSource(), Handler: handler,
+		KeyType: dedup.KeyEventID, Retention: 24 * time.Hour,
+		EventID: dedup.JSONField("eventId"), Handler: handler,
 		HandlerRetries: 2, RetryBackoff: time.Microsecond,
 		Observer: f.obs, Now: func() time.Time { return f.now },
 	}
@@ -114,7 +114,7 @@ func TestTopologyForwardsOnceAndSkipsDuplicates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, dedup.Forward(), func(tp *dedup.Topology) { tp.Table.KeyType = tt.keyType })
+			f := newFixture(t, dedup.Forward(), func(tp *dedup.Topology) { tp.KeyType = tt.keyType })
 			for _, ev := range tt.events {
 				key := tt.key
 				if key == "" {
@@ -232,7 +232,7 @@ func TestTopologyHandlerErrorLeavesEventUnmarked(t *testing.T) {
 func TestTopologyValidate(t *testing.T) {
 	good := func() *dedup.Topology {
 		return &dedup.Topology{Group: "g", Inputs: []string{"in"}, Outputs: []string{"out"}, DLQ: "dlq", Handler: dedup.Forward(),
-			Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: wire.DefaultIDSource()}
+			KeyType: dedup.KeyEventID, Retention: time.Hour, EventID: dedup.JSONField("eventId")}
 	}
 	tests := []struct {
 		name   string
@@ -242,7 +242,7 @@ func TestTopologyValidate(t *testing.T) {
 		{"input is output", func(t *dedup.Topology) { t.Outputs = []string{"in"} }},
 		{"input is dlq", func(t *dedup.Topology) { t.DLQ = "in" }},
 		{"no handler", func(t *dedup.Topology) { t.Handler = nil }},
-		{"bad key type", func(t *dedup.Topology) { t.Table.KeyType = "x" }},
+		{"bad key type", func(t *dedup.Topology) { t.KeyType = "x" }},
 		{"negative retries", func(t *dedup.Topology) { t.HandlerRetries = -1 }},
 		{"bad rekey policy", func(t *dedup.Topology) { t.Rekey = "sometimes" }},
 	}

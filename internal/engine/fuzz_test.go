@@ -19,10 +19,10 @@ func FuzzPrepare(f *testing.F) {
 	f.Add([]byte(nil), "k", "dedup-src-time", []byte("not a time"), true)
 	f.Add([]byte("\xff\xfe"), "k", "ce_id", []byte("id"), false)
 	defs := []*dedup.Topology{
-		{Group: "g", Inputs: []string{"in"}, Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: wire.DefaultIDSource()},
-		{Group: "g", Inputs: []string{"in"}, Table: dedup.Table{KeyType: dedup.KeyAggregateID, Retention: time.Hour}, IDSource: wire.IDSource{Field: "meta.eventId"}},
-		{Group: "g", Inputs: []string{"in"}, Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: wire.CloudEventsIDSource()},
-		{Group: "g", Inputs: []string{"in"}, Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: wire.IDSource{Key: true}},
+		{Group: "g", Inputs: []string{"in"}, KeyType: dedup.KeyEventID, Retention: time.Hour, EventID: dedup.JSONField("eventId")},
+		{Group: "g", Inputs: []string{"in"}, KeyType: dedup.KeyAggregateID, Retention: time.Hour, EventID: dedup.JSONField("meta.eventId")},
+		{Group: "g", Inputs: []string{"in"}, KeyType: dedup.KeyEventID, Retention: time.Hour, EventID: dedup.CloudEvents()},
+		{Group: "g", Inputs: []string{"in"}, KeyType: dedup.KeyEventID, Retention: time.Hour, EventID: dedup.RecordKey()},
 	}
 	f.Fuzz(func(t *testing.T, value []byte, key, hkey string, hvalue []byte, loop bool) {
 		topic := "in"
@@ -57,7 +57,7 @@ func FuzzFitDeadLetter(f *testing.F) {
 		h := dedup.Headers{{Key: hkey, Value: hvalue}, {Key: dedup.HeaderDLQReason, Value: []byte("not-json")},
 			{Key: dedup.HeaderDLQTopic, Value: []byte("in")}, {Key: dedup.HeaderDLQOffset, Value: []byte("7")}}
 		v, out := fitDeadLetter(key, value, h, limit)
-		if n := dedup.RecordSize(key, v, out); n > limit {
+		if n := RecordSize(key, v, out); n > limit {
 			t.Fatalf("dead letter of %d bytes, limit %d", n, limit)
 		}
 		if !bytes.HasPrefix(value, v) {
@@ -67,7 +67,7 @@ func FuzzFitDeadLetter(f *testing.F) {
 			t.Fatalf("reason lost: %v", out)
 		}
 		_, cut := out.Get(dedup.HeaderDLQOriginalSize)
-		if fits := dedup.RecordSize(key, value, h) <= limit; fits == cut || (fits && len(v) != len(value)) {
+		if fits := RecordSize(key, value, h) <= limit; fits == cut || (fits && len(v) != len(value)) {
 			t.Fatalf("fits=%v but cut=%v (%d of %d bytes)", fits, cut, len(v), len(value))
 		}
 	})

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/internal/wire"
 
 	"context"
 	"errors"
@@ -119,7 +118,7 @@ func TestHandlerSeesTheRecord(t *testing.T) {
 	}
 	tr, _ := got.Headers.Get("trace")
 	if got.Topic != "orders" || got.Key != "order-1" || string(got.Value) != value || got.EventID != "e1" ||
-		got.AggregateID != "order-1" || got.Envelope.Type != "OrderPaid" || string(tr) != "t1" ||
+		got.AggregateID != "order-1" || got.Type != "OrderPaid" || string(tr) != "t1" ||
 		got.Timestamp.IsZero() || len(got.Headers) != 1 {
 		t.Fatalf("handler saw %+v (headers %v), want the input record's position, key, headers, value and IDs", got, got.Headers)
 	}
@@ -130,7 +129,7 @@ func TestHandlerSeesTheRecord(t *testing.T) {
 // offset for it.
 func TestHandlerInterruptedIsNotDeadLettered(t *testing.T) {
 	topo := &dedup.Topology{Group: "g", Inputs: []string{"in"}, Outputs: []string{"out"}, DLQ: "dlq", HandlerRetries: 3, RetryBackoff: time.Hour,
-		Table: dedup.Table{KeyType: dedup.KeyEventID, Retention: time.Hour}, IDSource: wire.DefaultIDSource()}
+		KeyType: dedup.KeyEventID, Retention: time.Hour, EventID: dedup.JSONField("eventId")}
 	tests := []struct {
 		name    string
 		handler dedup.HandlerFunc

@@ -55,7 +55,7 @@ func Prepare(t *dedup.Topology, rec dedup.Record) *Prepared {
 		p.reason, p.err = wire.Reason(err), err
 		return p
 	}
-	key, err := t.Table.Key(ev)
+	key, err := DedupKey(t.KeyType, ev)
 	if err != nil {
 		p.reason, p.err = dedup.ReasonNoAggregateID, err
 		return p
@@ -68,28 +68,29 @@ func Prepare(t *dedup.Topology, rec dedup.Record) *Prepared {
 // JSON fields and headers are the codecs' Decoder; the record key and an
 // IDFunc leave the body opaque, as header IDs do.
 func decode(t *dedup.Topology, rec dedup.Record) (*wire.Event, error) {
+	src := wireSource(t.EventID)
 	switch {
-	case t.IDFunc != nil:
-		id, err := t.IDFunc(rec)
+	case t.EventID.Func != nil:
+		id, err := t.EventID.Func(rec)
 		if err != nil {
 			return nil, &wire.DecodeError{Kind: wire.ErrNoID, Detail: fmt.Sprintf("IDFunc: %v", err)}
 		}
 		return opaqueEvent(id, rec.Value, "IDFunc's ID")
-	case t.IDSource.Key:
+	case src.Key:
 		return opaqueEvent(rec.Key, rec.Value, "record key")
 	}
 	var hm map[string][]byte
-	if t.IDSource.Header != "" {
+	if src.Header != "" {
 		hm = make(map[string][]byte, len(rec.Headers))
 		for _, h := range rec.Headers { // the last one wins, as dedup.Headers.Get
-			if prev, ok := hm[h.Key]; ok && isIDHeader(t.IDSource, h.Key) && !bytes.Equal(prev, h.Value) {
+			if prev, ok := hm[h.Key]; ok && isIDHeader(src, h.Key) && !bytes.Equal(prev, h.Value) {
 				return nil, &wire.DecodeError{Kind: wire.ErrDuplicateField,
 					Detail: fmt.Sprintf("header %q occurs more than once with different values", h.Key)}
 			}
 			hm[h.Key] = h.Value
 		}
 	}
-	return wire.Decoder{ID: t.IDSource}.Decode(rec.Value, hm)
+	return wire.Decoder{ID: src}.Decode(rec.Value, hm)
 }
 
 // isIDHeader says whether a header makes up the event's identity; a record

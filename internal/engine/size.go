@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/kafkautil"
 
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,7 +16,7 @@ func checkSizes(outs []dedup.Message, outputs []string, limit int) error {
 		return nil
 	}
 	for i, m := range outs {
-		if n := dedup.RecordSize(m.Key, m.Value, m.Headers); n > limit {
+		if n := RecordSize(m.Key, m.Value, m.Headers); n > limit {
 			topic := m.Topic
 			if topic == "" {
 				topic = outputs[0]
@@ -31,14 +32,14 @@ func checkSizes(outs []dedup.Message, outputs []string, limit int) error {
 // adding the original size and SHA-256 to its headers; value as it is when
 // it fits or limit is 0.
 func fitDeadLetter(key string, value []byte, h dedup.Headers, limit int) ([]byte, dedup.Headers) {
-	if limit <= 0 || dedup.RecordSize(key, value, h) <= limit {
+	if limit <= 0 || RecordSize(key, value, h) <= limit {
 		return value, h
 	}
 	sum := sha256.Sum256(value)
 	h = append(h,
 		dedup.Header{Key: dedup.HeaderDLQOriginalSize, Value: []byte(strconv.Itoa(len(value)))},
 		dedup.Header{Key: dedup.HeaderDLQOriginalSHA256, Value: []byte(hex.EncodeToString(sum[:]))})
-	room := limit - dedup.RecordSize(key, nil, h)
+	room := limit - RecordSize(key, nil, h)
 	if room < 0 { // headers alone too large: keep the reason and position only
 		var kept dedup.Headers
 		for _, x := range h {
@@ -47,7 +48,18 @@ func fitDeadLetter(key string, value []byte, h dedup.Headers, limit int) ([]byte
 				kept = append(kept, x)
 			}
 		}
-		h, room = kept, limit-dedup.RecordSize(key, nil, kept)
+		h, room = kept, limit-RecordSize(key, nil, kept)
 	}
 	return value[:max(0, min(room, len(value)))], h
+}
+
+// RecordSize is the size the producer accounts for a record: its key,
+// value and headers with the record format's overhead, as sarama's
+// ProducerMessage.ByteSize counts it.
+func RecordSize(key string, value []byte, headers dedup.Headers) int {
+	n := kafkautil.RecordOverhead + len(key) + len(value)
+	for _, h := range headers {
+		n += len(h.Key) + len(h.Value) + kafkautil.HeaderOverhead
+	}
+	return n
 }

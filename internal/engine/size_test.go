@@ -29,8 +29,8 @@ func TestFitDeadLetter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			v, h := fitDeadLetter("k", tt.value, tt.headers, tt.limit)
-			if tt.limit > 0 && dedup.RecordSize("k", v, h) > tt.limit {
-				t.Fatalf("%d bytes, limit %d", dedup.RecordSize("k", v, h), tt.limit)
+			if tt.limit > 0 && RecordSize("k", v, h) > tt.limit {
+				t.Fatalf("%d bytes, limit %d", RecordSize("k", v, h), tt.limit)
 			}
 			size, _ := h.Get(dedup.HeaderDLQOriginalSize)
 			sum, _ := h.Get(dedup.HeaderDLQOriginalSHA256)

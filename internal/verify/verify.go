@@ -26,6 +26,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/engine"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/internal/wire"
 	"github.com/dedupkit/dedup/processor"
@@ -163,7 +164,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	tally, dec := NewTally(), wire.Decoder{ID: cfg.IDSource}
-	table := dedup.Table{KeyType: cmp.Or(cfg.KeyType, dedup.KeyEventID)}
+	table := cmp.Or(cfg.KeyType, dedup.KeyEventID)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
@@ -186,7 +187,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r := tally.Report()
-	r.Inputs, r.Output, r.DLQ, r.KeyType = cfg.Inputs, cfg.Output, cfg.DLQ, table.KeyType
+	r.Inputs, r.Output, r.DLQ, r.KeyType = cfg.Inputs, cfg.Output, cfg.DLQ, table
 	return r, nil
 }
 
@@ -197,7 +198,7 @@ type Record struct {
 	Topic     string // set by Run; the topic's role is Add's
 	Partition int32
 	Offset    int64
-	Key       string // dedup key (dedup.Table.Key); empty when Err is set
+	Key       string // dedup key (engine.DedupKey); empty when Err is set
 	Err       error  // the decode error
 	DLQReason string // the dlq-reason header, if any
 }
@@ -205,14 +206,14 @@ type Record struct {
 // Decode reduces a record the way the processor sees it in event-id mode:
 // DecodeKey with dedup.KeyEventID.
 func Decode(d wire.Decoder, partition int32, offset int64, value []byte, headers []*sarama.RecordHeader) Record {
-	return DecodeKey(d, dedup.Table{KeyType: dedup.KeyEventID}, partition, offset, value, headers)
+	return DecodeKey(d, dedup.KeyEventID, partition, offset, value, headers)
 }
 
 // DecodeKey reduces a record the way the processor sees it: same decoder,
-// same key (t.Key), so an ID the processor would dedup is the ID the
+// same key (engine.DedupKey), so an ID the processor would dedup is the ID the
 // verifier counts. An event without an aggregate ID in aggregate-id mode
 // has dedup.ErrNoAggregateID, which the worker dead-letters.
-func DecodeKey(d wire.Decoder, t dedup.Table, partition int32, offset int64, value []byte, headers []*sarama.RecordHeader) Record {
+func DecodeKey(d wire.Decoder, kt dedup.KeyType, partition int32, offset int64, value []byte, headers []*sarama.RecordHeader) Record {
 	r := Record{Partition: partition, Offset: offset}
 	var hm map[string][]byte // only header mode reads headers; skip the map otherwise
 	if d.ID.Header != "" {
@@ -228,7 +229,7 @@ func DecodeKey(d wire.Decoder, t dedup.Table, partition int32, offset int64, val
 	}
 	ev, err := d.Decode(value, hm)
 	if err == nil {
-		r.Key, err = t.Key(ev)
+		r.Key, err = engine.DedupKey(kt, ev)
 	}
 	r.Err = err
 	return r

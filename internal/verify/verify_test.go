@@ -38,7 +38,7 @@ func agg(p int32, off int64, id, a string) Record {
 	if a == "" {
 		v = fmt.Sprintf(`{"eventId":%q,"type":"OrderPaid"}`, id)
 	}
-	return DecodeKey(wire.Decoder{ID: wire.DefaultIDSource()}, dedup.Table{KeyType: dedup.KeyAggregateID}, p, off, []byte(v), nil)
+	return DecodeKey(wire.Decoder{ID: wire.DefaultIDSource()}, dedup.KeyAggregateID, p, off, []byte(v), nil)
 }
 
 func TestVerifyBuild(t *testing.T) {

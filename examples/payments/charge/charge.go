@@ -56,12 +56,12 @@ func (p SlowProvider) Charge(ctx context.Context, _, _ string, _ float64) error 
 // retry can fix it. A provider error is retried, then dead-lettered.
 func Handler(p Provider) dedup.Handler {
 	return dedup.HandlerFunc(func(ctx context.Context, ev *dedup.Event) ([]dedup.Message, error) {
-		if ev.Envelope.Type != "PaymentRequested" {
+		if ev.Type != "PaymentRequested" {
 			return nil, nil
 		}
 		var r Requested
-		if err := json.Unmarshal(ev.Envelope.Payload, &r); err != nil || r.Account == "" {
-			return nil, dedup.Permanent(fmt.Errorf("PaymentRequested payload %s: want account, seq and amount (%v)", ev.Envelope.Payload, err))
+		if err := json.Unmarshal(ev.Payload, &r); err != nil || r.Account == "" {
+			return nil, dedup.Permanent(fmt.Errorf("PaymentRequested payload %s: want account, seq and amount (%v)", ev.Payload, err))
 		}
 		// The event ID is the idempotency key: a provider that saw it
 		// before answers as it did then.

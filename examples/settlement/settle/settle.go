@@ -49,18 +49,18 @@ type Audit struct {
 // retry can fix it, so it goes to the dead-letter topic at once.
 func Handler(settlements, audit string) dedup.Handler {
 	return dedup.HandlerFunc(func(_ context.Context, ev *dedup.Event) ([]dedup.Message, error) {
-		if ev.Envelope.Type != "OrderPaid" {
+		if ev.Type != "OrderPaid" {
 			return nil, nil
 		}
 		var p OrderPaid
-		if err := json.Unmarshal(ev.Envelope.Payload, &p); err != nil {
+		if err := json.Unmarshal(ev.Payload, &p); err != nil {
 			return nil, dedup.Permanent(fmt.Errorf("OrderPaid payload: %w", err))
 		}
 		if p.PaymentID == "" {
 			return nil, dedup.Permanent(errors.New("OrderPaid payload has no paymentId"))
 		}
 		s, err := json.Marshal(Settlement{PaymentID: p.PaymentID, OrderID: p.OrderID, Amount: p.Amount,
-			EventID: ev.EventID, PaidAt: ev.Envelope.OccurredAt})
+			EventID: ev.EventID, PaidAt: ev.OccurredAt})
 		if err != nil {
 			return nil, err
 		}
