@@ -133,9 +133,9 @@ type Topology struct {
 	// Rekey is RekeyAlways (default, also for "") or RekeyNever.
 	Rekey RekeyPolicy
 
-	Observer Observer         // nil: NopObserver
-	Logger   *slog.Logger     // nil: slog.Default()
-	Now      func() time.Time // nil: time.Now
+	Hooks  []Hook           // told the topology's outcomes; see Hook
+	Logger *slog.Logger     // nil: slog.Default()
+	Now    func() time.Time // nil: time.Now
 }
 
 // Validate reports a topology that cannot run.

@@ -168,7 +168,7 @@ func TestBestEffortConsumerLagMetricMoves(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, group)
 	w := e.startBestEffort(topo, atleastonce.Config{StateDir: t.TempDir(),
-		TableSize: m.TableSize, TableClosed: m.ForgetPartition, ConsumerLag: m.ConsumerLag})
+		TableSize: m.OnTableSize, TableClosed: m.ForgetPartition, ConsumerLag: m.OnConsumerLag})
 	lag, waitLag := lagOf(t, reg, e.input)
 	_, waitLoopLag := lagOf(t, reg, group+"-loop")
 	waitLag("both partitions assigned, lag 0", 60*time.Second, func(sum float64, series int) bool { return series == 2 && sum == 0 })

@@ -131,7 +131,7 @@ func TestExactlyOnceRebalanceRestoresFromChangelog(t *testing.T) {
 	group := e.group("eos-rebalance")
 	stateA, stateB := t.TempDir(), t.TempDir()
 	obsA, hooksA := &counter{}, &tableHooks{}
-	e.startEOS(e.topology(group, obsA), processor.Config{StateDir: stateA, Hooks: hooksA})
+	e.startEOS(e.topology(group, obsA), processor.Config{StateDir: stateA, Hooks: []processor.Hook{hooksA}})
 	b := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: stateB})
 
 	first := events("r1", 60)
@@ -149,7 +149,7 @@ func TestExactlyOnceRebalanceRestoresFromChangelog(t *testing.T) {
 	// B comes back: partitions move again, B restores what A wrote.
 	obsB := &counter{}
 	hooksB := &tableHooks{}
-	e.startEOS(e.topology(group, obsB), processor.Config{StateDir: stateB, Hooks: hooksB})
+	e.startEOS(e.topology(group, obsB), processor.Config{StateDir: stateB, Hooks: []processor.Hook{hooksB}})
 	until(t, 60*time.Second, "B to be assigned and restored", func() bool {
 		hooksB.mu.Lock()
 		defer hooksB.mu.Unlock()

@@ -38,20 +38,19 @@ func unique(name string) string {
 	return name + "-" + hex.EncodeToString(b)
 }
 
-// counter is a dedup.Observer that tests read.
+// counter is a dedup.Hook that tests read.
 type counter struct {
-	dedup.NopObserver
 	mu                         sync.Mutex
 	processed, skipped, rekeys int
 	tooOld                     int
 	dead                       map[string]int
 }
 
-func (c *counter) Processed(int32, time.Duration) { c.mu.Lock(); c.processed++; c.mu.Unlock() }
-func (c *counter) Skipped(int32)                  { c.mu.Lock(); c.skipped++; c.mu.Unlock() }
-func (c *counter) Rekeyed()                       { c.mu.Lock(); c.rekeys++; c.mu.Unlock() }
-func (c *counter) TooOld(int32)                   { c.mu.Lock(); c.tooOld++; c.mu.Unlock() }
-func (c *counter) DeadLettered(reason string) {
+func (c *counter) OnProcessed(int32, time.Duration) { c.mu.Lock(); c.processed++; c.mu.Unlock() }
+func (c *counter) OnSkipped(int32)                  { c.mu.Lock(); c.skipped++; c.mu.Unlock() }
+func (c *counter) OnRekeyed()                       { c.mu.Lock(); c.rekeys++; c.mu.Unlock() }
+func (c *counter) OnTooOld(int32)                   { c.mu.Lock(); c.tooOld++; c.mu.Unlock() }
+func (c *counter) OnDeadLettered(reason string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dead == nil {
@@ -116,12 +115,12 @@ func dropTopics(t *testing.T, brokers []string, topics ...string) {
 	})
 }
 
-func (e *env) topology(group string, obs dedup.Observer) *dedup.Topology {
+func (e *env) topology(group string, obs dedup.Hook) *dedup.Topology {
 	return &dedup.Topology{
 		Group: group, Inputs: []string{e.input}, Outputs: []string{e.output}, DLQ: group + "-dlq",
 		KeyType: dedup.KeyEventID, Retention: time.Hour,
 		EventID: dedup.JSONField("eventId"), Handler: dedup.Forward(),
-		Observer: obs, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Hooks: []dedup.Hook{obs}, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 }
 

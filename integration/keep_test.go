@@ -33,7 +33,7 @@ type tableOpen struct {
 	kept bool
 }
 
-func (h *openHooks) TableOpened(p int32, kept bool) {
+func (h *openHooks) OnTableOpened(p int32, kept bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.opens = append(h.opens, tableOpen{p, kept})
@@ -42,7 +42,7 @@ func (h *openHooks) TableOpened(p int32, kept bool) {
 	}
 }
 
-func (h *openHooks) RestoreProgress(p int32, _, remaining int64) {
+func (h *openHooks) OnRestoreProgress(p int32, _, remaining int64) {
 	if remaining > 0 {
 		return
 	}
@@ -82,7 +82,7 @@ func TestRebalanceKeepsTheStoresOfClaimedPartitions(t *testing.T) {
 	e := newEnv(t, 4)
 	group := e.group("keep")
 	hooksA := &openHooks{}
-	a := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: hooksA})
+	a := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: []processor.Hook{hooksA}})
 	until(t, 60*time.Second, "A to restore its 4 partitions", func() bool { return a.ready() && hooksA.count() == 4 })
 	for _, o := range hooksA.since(0) {
 		if o.kept {
@@ -94,7 +94,7 @@ func TestRebalanceKeepsTheStoresOfClaimedPartitions(t *testing.T) {
 	e.waitProcessed(group)
 
 	hooksB := &openHooks{}
-	b := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: hooksB})
+	b := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: []processor.Hook{hooksB}})
 	until(t, 60*time.Second, "A and B to share the partitions", func() bool {
 		return a.ready() && b.ready() && len(hooksA.held())+len(hooksB.held()) == 4 && len(hooksB.held()) > 0
 	})
@@ -129,7 +129,7 @@ func TestKeptStoreReadsTheTailAnotherMemberWrote(t *testing.T) {
 	t.Cleanup(func() { px.Close() })
 	group := e.group("keep-tail")
 	hooksA := &openHooks{}
-	a := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: hooksA,
+	a := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: []processor.Hook{hooksA},
 		Brokers: strings.Split(px.Addrs(), ",")})
 	until(t, 60*time.Second, "A to restore its 4 partitions", func() bool { return a.ready() && hooksA.count() == 4 })
 	first := events("tail1", 40)
@@ -140,7 +140,7 @@ func TestKeptStoreReadsTheTailAnotherMemberWrote(t *testing.T) {
 	// commits new events there, changelog records A's stores do not have.
 	px.Reset()
 	hooksB := &openHooks{}
-	b := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: hooksB})
+	b := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: []processor.Hook{hooksB}})
 	until(t, 60*time.Second, "B to hold every partition", func() bool { return b.ready() && len(hooksB.held()) == 4 })
 	second := events("tail2", 40)
 	e.produce(second...)
@@ -165,8 +165,8 @@ type partitionCounter struct {
 	byPartition map[int32]int
 }
 
-func (c *partitionCounter) Processed(p int32, d time.Duration) {
-	c.counter.Processed(p, d)
+func (c *partitionCounter) OnProcessed(p int32, d time.Duration) {
+	c.counter.OnProcessed(p, d)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.byPartition == nil {
@@ -195,7 +195,7 @@ func TestRestoresRunInParallelAndPartitionsProcessOnceRestored(t *testing.T) {
 	t.Cleanup(open) // before the worker stops: its Cleanup waits for the restore
 	hooks := &openHooks{block: release, blocked: 0, barrier: 4, reached: make(chan struct{})}
 	obs := &partitionCounter{}
-	w := e.startEOS(e.topology(group, obs), processor.Config{StateDir: t.TempDir(), Hooks: hooks})
+	w := e.startEOS(e.topology(group, obs), processor.Config{StateDir: t.TempDir(), Hooks: []processor.Hook{hooks}})
 	all := events("par", 80)
 	e.produce(all...)
 	until(t, 60*time.Second, "events of the restored partitions to be processed while partition 0 restores", func() bool {

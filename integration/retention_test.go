@@ -19,13 +19,12 @@ import (
 
 // tableHooks records the runtime's table sizes and sweeps.
 type tableHooks struct {
-	processor.NopHooks
 	mu    sync.Mutex
 	sizes map[int32]int64
 	swept int
 }
 
-func (h *tableHooks) TableSize(p int32, n int64) {
+func (h *tableHooks) OnTableSize(p int32, n int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.sizes == nil {
@@ -34,7 +33,7 @@ func (h *tableHooks) TableSize(p int32, n int64) {
 	h.sizes[p] = n
 }
 
-func (h *tableHooks) PartitionRevoked(p int32) {
+func (h *tableHooks) OnPartitionRevoked(p int32) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.sizes, p)
@@ -51,7 +50,7 @@ func (h *tableHooks) held() map[int32]bool {
 	return held
 }
 
-func (h *tableHooks) Swept(_ int32, n int) { h.mu.Lock(); h.swept += n; h.mu.Unlock() }
+func (h *tableHooks) OnSwept(_ int32, n int) { h.mu.Lock(); h.swept += n; h.mu.Unlock() }
 
 func (h *tableHooks) state() (entries int64, swept int) {
 	h.mu.Lock()
@@ -124,7 +123,7 @@ func TestExpiredRecordsAreSweptCompactedAndNotRestored(t *testing.T) {
 
 	state := t.TempDir()
 	hooks := &tableHooks{}
-	cfg := processor.Config{StateDir: state, SweepInterval: 300 * time.Millisecond, Hooks: hooks}
+	cfg := processor.Config{StateDir: state, SweepInterval: 300 * time.Millisecond, Hooks: []processor.Hook{hooks}}
 	w := e.startEOS(topo, cfg)
 	in := events("x", 50)
 	for i := range in {

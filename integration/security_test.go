@@ -151,7 +151,7 @@ func TestWorkerOnATLSAndSASLListener(t *testing.T) {
 				}
 				m := metrics.New(reg, group)
 				return e.startBestEffort(topo, atleastonce.Config{Brokers: sec.brokers, Security: secured, StateDir: t.TempDir(),
-					TableSize: m.TableSize, TableClosed: m.ForgetPartition, ConsumerLag: m.ConsumerLag})
+					TableSize: m.OnTableSize, TableClosed: m.ForgetPartition, ConsumerLag: m.OnConsumerLag})
 			}
 			// The lag's offsets come over the listener too, with the
 			// worker's ACLs.

@@ -57,14 +57,13 @@ func (h *slowHandler) twice() []string {
 
 // txnHooks counts what must not happen to a live instance.
 type txnHooks struct {
-	processor.NopHooks
 	fenced, aborted, stuckFenced, deadFenced atomic.Int64
 }
 
-func (h *txnHooks) Fenced()                 { h.fenced.Add(1) }
-func (h *txnHooks) TxnAborted(string)       { h.aborted.Add(1) }
-func (h *txnHooks) StuckTransactionFenced() { h.stuckFenced.Add(1) }
-func (h *txnHooks) DeadTransactionFenced()  { h.deadFenced.Add(1) }
+func (h *txnHooks) OnFenced()                 { h.fenced.Add(1) }
+func (h *txnHooks) OnTxnAborted(string)       { h.aborted.Add(1) }
+func (h *txnHooks) OnStuckTransactionFenced() { h.stuckFenced.Add(1) }
+func (h *txnHooks) OnDeadTransactionFenced()  { h.deadFenced.Add(1) }
 
 func (h *txnHooks) check(t *testing.T) {
 	t.Helper()
@@ -178,7 +177,7 @@ func slowRun(t *testing.T, e *env, prefix string, instances, events int, h dedup
 	for i := range instances {
 		topo := e.topology(group, &counter{})
 		topo.Handler = h
-		e.startEOS(topo, processor.Config{StateDir: t.TempDir(), InstanceID: fmt.Sprintf("slow-%d", i), Hooks: hooks})
+		e.startEOS(topo, processor.Config{StateDir: t.TempDir(), InstanceID: fmt.Sprintf("slow-%d", i), Hooks: []processor.Hook{hooks}})
 	}
 	if err := e.processedWithin(group, within); err != nil {
 		t.Fatalf("%v (handled for %v)", err, time.Since(start).Round(time.Second))

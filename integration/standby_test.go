@@ -17,11 +17,11 @@ type restoreHooks struct {
 	restored int64
 }
 
-func (h *restoreHooks) RestoreProgress(p int32, records, remaining int64) {
+func (h *restoreHooks) OnRestoreProgress(p int32, records, remaining int64) {
 	h.mu.Lock()
 	h.restored += records
 	h.mu.Unlock()
-	h.openHooks.RestoreProgress(p, records, remaining)
+	h.openHooks.OnRestoreProgress(p, records, remaining)
 }
 
 func (h *restoreHooks) read() int64 {
@@ -45,7 +45,7 @@ func TestStandbyReplicas(t *testing.T) {
 			e := newEnv(t, 4)
 			group := e.group(fmt.Sprintf("standby%d", tc.replicas))
 			hooksA := &restoreHooks{}
-			a := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: hooksA,
+			a := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: []processor.Hook{hooksA},
 				StandbyReplicas: tc.replicas, LeaveGroupOnStop: true})
 			until(t, 60*time.Second, "A to hold every partition", func() bool { return a.ready() && len(hooksA.held()) == 4 })
 			first := events("sb1", 2000) // about 500 seen IDs per partition's changelog
@@ -53,7 +53,7 @@ func TestStandbyReplicas(t *testing.T) {
 			e.waitProcessed(group)
 
 			hooksB := &restoreHooks{}
-			b := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: hooksB,
+			b := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: []processor.Hook{hooksB},
 				StandbyReplicas: tc.replicas})
 			until(t, 90*time.Second, "A and B to hold 2 partitions each", func() bool {
 				return a.ready() && b.ready() && len(hooksA.held()) == 2 && len(hooksB.held()) == 2
@@ -99,13 +99,13 @@ type warmHooks struct {
 	written int            // records the member committed
 }
 
-func (h *warmHooks) StandbyLag(_ int32, records int64) {
+func (h *warmHooks) OnStandbyLag(_ int32, records int64) {
 	if records > 0 {
 		<-h.release
 	}
 }
 
-func (h *warmHooks) ConsumerLag(topic string, p int32, _ int64) {
+func (h *warmHooks) OnConsumerLag(topic string, p int32, _ int64) {
 	if topic != h.input {
 		return
 	}
@@ -114,7 +114,7 @@ func (h *warmHooks) ConsumerLag(topic string, p int32, _ int64) {
 	h.inputs[p] = true
 }
 
-func (h *warmHooks) TxnCommitted(_ time.Duration, records int) {
+func (h *warmHooks) OnTxnCommitted(_ time.Duration, records int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.written += records
@@ -160,7 +160,7 @@ func TestJoinConsumesInputsWhileItWarmsUp(t *testing.T) {
 	e := newEnv(t, 4)
 	group := e.group("inputfirst")
 	hooksA := &restoreHooks{}
-	a := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: hooksA,
+	a := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: []processor.Hook{hooksA},
 		StandbyReplicas: 1, LeaveGroupOnStop: true})
 	until(t, 60*time.Second, "A to hold every partition", func() bool { return a.ready() && len(hooksA.held()) == 4 })
 	first := mixedEvents("if1", 2000, 4)
@@ -168,7 +168,7 @@ func TestJoinConsumesInputsWhileItWarmsUp(t *testing.T) {
 	e.waitProcessed(group)
 
 	hooksB := &warmHooks{input: e.input, release: make(chan struct{}), inputs: map[int32]bool{}}
-	b := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: hooksB,
+	b := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: []processor.Hook{hooksB},
 		StandbyReplicas: 1})
 	var release sync.Once
 	t.Cleanup(func() { release.Do(func() { close(hooksB.release) }) }) // before B stops (cleanups run last first)

@@ -26,8 +26,8 @@ func TestStuckTransactionOfADeadInstanceIsAborted(t *testing.T) {
 	// Two instances: a member handles an event whose ID falls in a
 	// partition it owns at once, and loops only those for the other's.
 	hooks, obs := &fenceHooks{}, &counter{}
-	a := e.startEOS(e.topology(group, obs), processor.Config{StateDir: t.TempDir(), Hooks: hooks})
-	b := e.startEOS(e.topology(group, obs), processor.Config{StateDir: t.TempDir(), Hooks: hooks})
+	a := e.startEOS(e.topology(group, obs), processor.Config{StateDir: t.TempDir(), Hooks: []processor.Hook{hooks}})
+	b := e.startEOS(e.topology(group, obs), processor.Config{StateDir: t.TempDir(), Hooks: []processor.Hook{hooks}})
 	until(t, 60*time.Second, "both instances to hold their partitions", func() bool {
 		return a.ready() && b.ready() && groupMembersWithPartitions(t, e.brokers, group) == 2
 	})

@@ -13,12 +13,11 @@ import (
 // fenceHooks counts the dead members' transactions the leader aborted
 // (fenced) and the stuck transactions a member aborted (stuck).
 type fenceHooks struct {
-	processor.NopHooks
 	fenced, stuck atomic.Int64
 }
 
-func (h *fenceHooks) DeadTransactionFenced()  { h.fenced.Add(1) }
-func (h *fenceHooks) StuckTransactionFenced() { h.stuck.Add(1) }
+func (h *fenceHooks) OnDeadTransactionFenced()  { h.fenced.Add(1) }
+func (h *fenceHooks) OnStuckTransactionFenced() { h.stuck.Add(1) }
 
 // A member that dies with a transaction open, and is not restarted, does not
 // hold its partitions' next owner back until the broker expires that
@@ -59,7 +58,7 @@ func TestDeadMembersTransactionIsAbortedAtTakeover(t *testing.T) {
 	// timed out.
 	hooks := &fenceHooks{}
 	start := time.Now()
-	e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: hooks})
+	e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: []processor.Hook{hooks}})
 	e.waitProcessed(group)
 	took := time.Since(start)
 	e.exactlyOnce(in)

@@ -59,7 +59,7 @@ type calls struct {
 	// partition's entry stays once made: one per partition of the session.
 	parts map[topicPartition]*heldOffsets
 	held  int
-	hooks CallHooks
+	hooks hookList
 }
 
 // heldOffsets are one partition's offsets that calls hold, ascending (a
@@ -86,7 +86,7 @@ type flight struct {
 	inReady  bool
 }
 
-func newCalls(limit int, hooks CallHooks) *calls {
+func newCalls(limit int, hooks hookList) *calls {
 	return &calls{limit: limit, jobs: make(chan *flight, limit), results: make(chan *flight, limit), keys: map[string]int{},
 		queues: map[string][]*flight{}, parts: map[topicPartition]*heldOffsets{}, hooks: hooks}
 }

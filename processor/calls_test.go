@@ -4,8 +4,6 @@ import (
 	"testing"
 
 	"github.com/IBM/sarama"
-
-	"github.com/dedupkit/dedup/internal/metrics"
 )
 
 // TestCallsCommitThePrefixOfDoneEvents drives the calls' bookkeeping
@@ -50,7 +48,7 @@ func TestCallsCommitThePrefixOfDoneEvents(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cs := newCalls(10, nopCallHooks{})
+			cs := newCalls(10, nil)
 			flights := map[topicPartition]map[int64]*flight{}
 			for i, s := range c.steps {
 				switch s.op {
@@ -77,7 +75,7 @@ func TestCallsCommitThePrefixOfDoneEvents(t *testing.T) {
 // with records parked, is parked behind them, and starts once it is first
 // behind each of its keys with none running, in the order taken.
 func TestCallsParkBehindABusyKey(t *testing.T) {
-	cs := newCalls(4, nopCallHooks{})
+	cs := newCalls(4, nil)
 	off := int64(0)
 	rec := func(keys ...string) *flight {
 		off++
@@ -131,6 +129,3 @@ func TestCallsParkBehindABusyKey(t *testing.T) {
 		t.Fatalf("commit %d after evt-1, want %d: the parked copy holds it", got, copyOf.in.msg.Offset)
 	}
 }
-
-// The worker's metrics are told of the calls.
-var _ CallHooks = (*metrics.Runtime)(nil)

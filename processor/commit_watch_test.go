@@ -12,11 +12,10 @@ import (
 
 // stallHooks counts CommitStalled.
 type stallHooks struct {
-	NopHooks
 	stalls atomic.Int32
 }
 
-func (h *stallHooks) CommitStalled() { h.stalls.Add(1) }
+func (h *stallHooks) OnCommitStalled() { h.stalls.Add(1) }
 
 // lockedBuffer is a log sink the watcher's goroutine and the test share.
 type lockedBuffer struct {
@@ -39,7 +38,7 @@ func TestAStalledCommitIsReportedUntilItEnds(t *testing.T) {
 	m := newTestMember(t, prod, 0, 1, 2, 3, 4, 5)
 	hooks := &stallHooks{}
 	logs := &lockedBuffer{}
-	m.hooks, m.log = hooks, slog.New(slog.NewTextHandler(logs, nil))
+	m.hooks, m.log = hookList{hooks}, slog.New(slog.NewTextHandler(logs, nil))
 	m.cfg.TransactionTimeout = 20 * time.Millisecond
 	sess := commitSession{benchSession{ctx: t.Context()}}
 

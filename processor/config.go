@@ -107,11 +107,12 @@ type Config struct {
 
 	Logger *slog.Logger
 	// Registerer, when set, gets the worker's Prometheus metrics: the
-	// topology's outcomes (unless the topology has an Observer of its own)
-	// and the runtime's (unless Hooks is set). A *prometheus.Registry also
-	// serves them on HTTPHandler's /metrics.
+	// topology's outcomes and the runtime's (docs/operations.md lists
+	// them). A *prometheus.Registry also serves them on HTTPHandler's
+	// /metrics.
 	Registerer prometheus.Registerer
-	Hooks      Hooks // nil: NopHooks, or the metrics with Registerer
+	// Hooks are told the runtime's events; see Hook.
+	Hooks []Hook
 
 	// BeforeCommit, when set, runs after a transaction's records were sent
 	// and before its offsets and commit. A non-nil error makes the member
@@ -164,9 +165,6 @@ func (c *Config) setDefaults() {
 	}
 	// Error attributes name Kafka's error codes (PRODUCER_FENCED, ...).
 	c.Logger = kafkautil.NamingLogger(c.Logger)
-	if c.Hooks == nil {
-		c.Hooks = NopHooks{}
-	}
 }
 
 // Validate reports a config that cannot run (after defaults).
@@ -240,88 +238,6 @@ func StallBounds(commitInterval, txnTimeout, ready, live time.Duration) (time.Du
 	}
 	return ready, live
 }
-
-// Hooks receive the runtime's events; the metrics package implements them.
-// Calls come from every member's goroutines.
-type Hooks interface {
-	TxnCommitted(took time.Duration, records int)
-	TxnAborted(reason string)
-	// CommitStalled tells that a commit has run for another transaction
-	// timeout (commit_watch.go).
-	CommitStalled()
-	Fenced()
-	// DeadTransactionFenced tells that the group leader aborted a
-	// transaction left open by a member that is no longer in the group
-	// (fence.go), so its partitions' new owner need not wait for the
-	// transaction timeout.
-	DeadTransactionFenced()
-	// StuckTransactionFenced tells that a member aborted a transaction of
-	// another instance of the group that stayed open longer than
-	// Config.FenceStuckAfter and held the member's partitions (stuck.go).
-	StuckTransactionFenced()
-	// PeersWatched is how many other instances of the group this one holds
-	// a liveness connection to (Config.PeerAddr), at every change.
-	PeersWatched(n int)
-	// InstanceDied tells that another instance of the group died: its
-	// liveness connection ended and its address refused a new one. fenced
-	// is how many of its open transactions this instance aborted.
-	InstanceDied(fenced int)
-	Rebalanced()
-	// RebalanceCompleted tells how long a member took to be ready again:
-	// from its first join, or the Cleanup of its previous session, until
-	// every partition it claimed was restored. Partitions restored earlier
-	// process meanwhile; a partition whose store the member kept is
-	// usually ready within a fetch of the changelog.
-	RebalanceCompleted(took time.Duration)
-	// ConsumerLag is the records of a claimed input or loop partition that
-	// are not processed yet, every second (lag.go says how it is counted).
-	ConsumerLag(topic string, partition int32, records int64)
-	// TableOpened tells that a session starts restoring a claimed
-	// partition's table: kept, the store the member kept open from its
-	// previous session (no reopen, no key filter scan: only the changelog's
-	// tail is read); otherwise opened from the state dir, which scans every
-	// stored key for the key filter, in the background.
-	TableOpened(partition int32, kept bool)
-	RestoreProgress(partition int32, restored, remaining int64)
-	TableSize(partition int32, entries int64)
-	// KeyFilterBytes is the memory of a partition's key filter
-	// (keyfilter.go), told with its TableSize.
-	KeyFilterBytes(partition int32, bytes int)
-	Swept(partition int32, deleted int)
-	// PartitionRevoked tells that the member closed the partition's table
-	// (not claimed again after a rebalance, or the worker stopping; a table
-	// the member claims again stays open through the rebalance): what was reported
-	// for it is another member's to report now, so per-partition series
-	// should be dropped, not left at their last value to be summed twice.
-	PartitionRevoked(partition int32)
-	// StandbyLag is how far a standby replica of a partition the member
-	// does not own is behind the changelog's last stable offset, after
-	// each catch-up (standby.go); records < 0: the member no longer holds
-	// that standby.
-	StandbyLag(partition int32, records int64)
-}
-
-// NopHooks ignores everything.
-type NopHooks struct{}
-
-func (NopHooks) TxnCommitted(time.Duration, int)     {}
-func (NopHooks) TxnAborted(string)                   {}
-func (NopHooks) CommitStalled()                      {}
-func (NopHooks) Fenced()                             {}
-func (NopHooks) DeadTransactionFenced()              {}
-func (NopHooks) StuckTransactionFenced()             {}
-func (NopHooks) PeersWatched(int)                    {}
-func (NopHooks) InstanceDied(int)                    {}
-func (NopHooks) Rebalanced()                         {}
-func (NopHooks) RebalanceCompleted(time.Duration)    {}
-func (NopHooks) ConsumerLag(string, int32, int64)    {}
-func (NopHooks) TableOpened(int32, bool)             {}
-func (NopHooks) RestoreProgress(int32, int64, int64) {}
-func (NopHooks) TableSize(int32, int64)              {}
-func (NopHooks) KeyFilterBytes(int32, int)           {}
-func (NopHooks) Swept(int32, int)                    {}
-func (NopHooks) PartitionRevoked(int32)              {}
-func (NopHooks) StandbyLag(int32, int64)             {}
 
 // ValidatePeers reports a PeerAddr, PeerAdvertise or PeerSecret that
 // cannot work: an address without a secret would open a listener that

@@ -90,7 +90,7 @@ type fencer struct {
 	name  string // the member's, for the client ID
 	cfg   *Config
 	log   *slog.Logger
-	hooks Hooks
+	hooks hookList
 }
 
 // fenceVersion is the least Kafka version with ListTransactions (KIP-664).

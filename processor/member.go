@@ -29,7 +29,7 @@ import (
 type member struct {
 	cfg        *Config
 	topo       *dedup.Topology
-	hooks      Hooks
+	hooks      hookList
 	log        *slog.Logger
 	memberName string // transactional.id and static group instance id
 	host       string // the instance's name in the group: <group>-<instance>, its members' names less "-<thread>"

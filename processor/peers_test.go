@@ -37,7 +37,7 @@ var testSecret = []byte("0123456789abcdef0123456789abcdef")
 // it answers ends at once, as the peer's would when its process exits, and
 // dials past the script time out.
 func scriptedWatch(steps []dialStep) (w *peerWatch, deaths *[]string, dials *int) {
-	f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: NopHooks{}}
+	f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: nil}
 	w = newPeerWatch(f, "g-me", testSecret, "")
 	deaths, dials = &[]string{}, new(int)
 	w.died = func(host string) { *deaths = append(*deaths, host) }
@@ -101,7 +101,7 @@ func TestPeerServerClosedIsADeath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.close()
-	f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: NopHooks{}}
+	f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: nil}
 	w := newPeerWatch(f, "g-me", testSecret, "")
 	died := make(chan string, 1)
 	w.died = func(host string) { died <- host }
@@ -203,7 +203,7 @@ func TestValidPeerAddrs(t *testing.T) {
 func TestPeersWatchedCount(t *testing.T) {
 	var mu sync.Mutex
 	var seen []int
-	f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: &peersHooks{mu: &mu, seen: &seen}}
+	f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: hookList{&peersHooks{mu: &mu, seen: &seen}}}
 	w := newPeerWatch(f, "g-me", testSecret, "")
 	w.count(+1)
 	w.count(+1)
@@ -216,12 +216,11 @@ func TestPeersWatchedCount(t *testing.T) {
 }
 
 type peersHooks struct {
-	NopHooks
 	mu   *sync.Mutex
 	seen *[]int
 }
 
-func (h *peersHooks) PeersWatched(n int) { h.mu.Lock(); *h.seen = append(*h.seen, n); h.mu.Unlock() }
+func (h *peersHooks) OnPeersWatched(n int) { h.mu.Lock(); *h.seen = append(*h.seen, n); h.mu.Unlock() }
 
 // A listener is opened only with a secret, and the secret must be long
 // enough to resist guessing.
@@ -259,7 +258,7 @@ func TestPeerWatchDialsOnlyTheGroupsPort(t *testing.T) {
 		{":0", "", "10.0.0.2:45678", true},
 		{":7070", "", "no port", false},
 	} {
-		f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: NopHooks{}}
+		f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: nil}
 		w := newPeerWatch(f, "g-me", testSecret, peerPort(tc.listen, tc.advertise))
 		if got := w.dialable(tc.addr); got != tc.ok {
 			t.Errorf("listen %q advertise %q: dialable(%q) = %v, want %v", tc.listen, tc.advertise, tc.addr, got, tc.ok)

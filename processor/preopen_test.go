@@ -45,7 +45,7 @@ func TestPreopenKeepsTheNotedStores(t *testing.T) {
 		}
 	}
 	cfg := &Config{StateDir: state}
-	m := &member{cfg: cfg, topo: topo, memberName: "g-abc-0", kept: &keptStores{}, scans: newScanPacer(), hooks: NopHooks{}, log: slog.New(slog.DiscardHandler)}
+	m := &member{cfg: cfg, topo: topo, memberName: "g-abc-0", kept: &keptStores{}, scans: newScanPacer(), hooks: nil, log: slog.New(slog.DiscardHandler)}
 	m.saveClaimed([]int32{1, 2, 3, 40}) // 3 is not on disk, 40 not a partition
 	p := &Processor{cfg: *cfg, topo: topo, partitions: 12, members: []*member{m}}
 	p.startPreopen()

@@ -42,10 +42,10 @@ func newTestMember(tb testing.TB, producer sarama.AsyncProducer, partitions ...i
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	cfg := &Config{Brokers: []string{"unused:9092"}, StateDir: tb.TempDir()}
 	cfg.setDefaults()
-	m := &member{cfg: cfg, topo: topo, hooks: NopHooks{}, log: cfg.Logger, memberName: "bench-0",
+	m := &member{cfg: cfg, topo: topo, hooks: nil, log: cfg.Logger, memberName: "bench-0",
 		tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: benchPartitions,
 		tables: map[int32]*partitionTable{}, txn: newTxnState(), producer: producer, cancelSession: func() {},
-		calls: newCalls(topo.Calls(), nopCallHooks{})}
+		calls: newCalls(topo.Calls(), nil)}
 	for _, p := range partitions {
 		s, err := openStore(tb.TempDir(), seenExpiry, nil)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,14 +70,11 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	if run.Logger == nil {
 		run.Logger = cfg.Logger
 	}
+	hooks := hookList(slices.Clone(cfg.Hooks))
 	if cfg.Registerer != nil {
 		m := metrics.New(cfg.Registerer, topo.Group)
-		if _, nop := cfg.Hooks.(NopHooks); nop {
-			cfg.Hooks = metrics.NewRuntime(cfg.Registerer, m, topo.Group)
-		}
-		if run.Observer == nil {
-			run.Observer = m
-		}
+		hooks = append(hooks, metrics.NewRuntime(cfg.Registerer, m, topo.Group))
+		run.Hooks = append(slices.Clone(topo.Hooks), m)
 	}
 	topo = &run
 	// The caller's slice may change after New; the instance keeps its own.
@@ -109,11 +107,11 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 		// At the transaction timeout or beyond, the coordinator aborts a
 		// stuck transaction first.
 		f := &fencer{group: topo.Group, name: host, cfg: &p.cfg,
-			log: cfg.Logger.With("component", "stuck-transactions"), hooks: cfg.Hooks}
+			log: cfg.Logger.With("component", "stuck-transactions"), hooks: hooks}
 		p.stuck = newStuckWatch(f, topo.LoopTopic(), cfg.FenceStuckAfter)
 	}
 	if cfg.PeerAddr != "" {
-		f := &fencer{group: topo.Group, name: host, cfg: &p.cfg, log: cfg.Logger.With("component", "peers"), hooks: cfg.Hooks}
+		f := &fencer{group: topo.Group, name: host, cfg: &p.cfg, log: cfg.Logger.With("component", "peers"), hooks: hooks}
 		p.peers = newPeerWatch(f, host, p.cfg.PeerSecret, peerPort(cfg.PeerAddr, cfg.PeerAdvertise))
 	}
 	kept, scans := &keptStores{}, newScanPacer()
@@ -123,7 +121,7 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	}
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
-		m := &member{cfg: &p.cfg, topo: topo, hooks: cfg.Hooks, memberName: name, host: host, maxRecord: cfg.maxRecord, kept: kept, scans: scans, standby: standby,
+		m := &member{cfg: &p.cfg, topo: topo, hooks: hooks, memberName: name, host: host, maxRecord: cfg.maxRecord, kept: kept, scans: scans, standby: standby,
 			tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: partitions, stuck: p.stuck, peers: p.peers,
 			log: cfg.Logger.With("member", name), producerCfg: producerConfig(&cfg, name)}
 		if err := m.connect(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
 	"github.com/dedupkit/dedup"
 )
 

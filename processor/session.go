@@ -108,7 +108,7 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	m.tables = map[int32]*partitionTable{}
 	m.tablesMu.Unlock()
 	m.txn, m.failed, m.committing, m.commitDue = newTxnState(), false, nil, false
-	m.calls = newCalls(m.topo.Calls(), callHooksOf(m.hooks))
+	m.calls = newCalls(m.topo.Calls(), m.hooks)
 	m.in, m.stop, m.done = make(chan []inbound, 16), make(chan struct{}), make(chan struct{})
 	m.adopt = make(chan *partitionTable)
 	go m.loop(sess)

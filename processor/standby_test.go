@@ -18,7 +18,7 @@ func TestReconcileStopsStandbysWithoutWaiting(t *testing.T) {
 	state := t.TempDir()
 	topo := &dedup.Topology{Group: "g"}
 	m := &member{cfg: &Config{StateDir: state}, topo: topo, tableTopic: topo.TableTopic(), kept: &keptStores{},
-		hooks: NopHooks{}, log: slog.New(slog.DiscardHandler)}
+		hooks: nil, log: slog.New(slog.DiscardHandler)}
 	st := newStandbyTasks()
 	m.standby = st
 	task := func(p int32) *standbyTask {

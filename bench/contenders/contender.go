@@ -80,7 +80,7 @@ type Config struct {
 	PostgresDSN string
 	Logger      *slog.Logger
 	// Hooks (eos only) receives the runtime's events (restore progress).
-	Hooks processor.Hooks
+	Hooks []processor.Hook
 	// Leave (eos only), once closed, makes the worker stop for good: it
 	// leaves the group after its last commit (SIGUSR1 in Main).
 	Leave <-chan struct{}

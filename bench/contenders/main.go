@@ -98,7 +98,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	out := &lockedWriter{w: stdout}
 	hooks := &restoreHooks{}
-	cfg.Hooks = hooks
+	cfg.Hooks = []processor.Hook{hooks}
 	if standbyFile != "" && cfg.Kind == Exactly && cfg.StandbyReplicas > 0 {
 		st, err := newStandbyStatus(standbyFile)
 		if err != nil {
@@ -195,7 +195,6 @@ func (l *lockedWriter) printf(format string, args ...any) {
 // session's start, Rebalanced, before the stores are opened, to the last
 // partition's final progress report) and adds up its transactions.
 type restoreHooks struct {
-	processor.NopHooks
 	standbys *standbyStatus // nil: not asked for
 	mu       sync.Mutex
 	start    time.Time
@@ -207,13 +206,13 @@ type restoreHooks struct {
 	commitRecords int
 }
 
-func (h *restoreHooks) StandbyLag(p int32, records int64) {
+func (h *restoreHooks) OnStandbyLag(p int32, records int64) {
 	if h.standbys != nil {
 		h.standbys.report(p, records)
 	}
 }
 
-func (h *restoreHooks) TxnCommitted(took time.Duration, records int) {
+func (h *restoreHooks) OnTxnCommitted(took time.Duration, records int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.commits++
@@ -227,7 +226,7 @@ func (h *restoreHooks) commitTotals() (int, time.Duration, int) {
 	return h.commits, h.commitTime, h.commitRecords
 }
 
-func (h *restoreHooks) Rebalanced() {
+func (h *restoreHooks) OnRebalanced() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.start.IsZero() {
@@ -235,7 +234,7 @@ func (h *restoreHooks) Rebalanced() {
 	}
 }
 
-func (h *restoreHooks) RestoreProgress(_ int32, restored, remaining int64) {
+func (h *restoreHooks) OnRestoreProgress(_ int32, restored, remaining int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.restored += restored

@@ -22,13 +22,12 @@ import (
 
 // demoObserver counts what the demo prints.
 type demoObserver struct {
-	dedup.NopObserver
 	processed, skipped, dead atomic.Int64
 }
 
-func (o *demoObserver) Processed(int32, time.Duration) { o.processed.Add(1) }
-func (o *demoObserver) Skipped(int32)                  { o.skipped.Add(1) }
-func (o *demoObserver) DeadLettered(string)            { o.dead.Add(1) }
+func (o *demoObserver) OnProcessed(int32, time.Duration) { o.processed.Add(1) }
+func (o *demoObserver) OnSkipped(int32)                  { o.skipped.Add(1) }
+func (o *demoObserver) OnDeadLettered(string)            { o.dead.Add(1) }
 
 // demoStream is the sample input: OrderPaid events keyed by order, with the
 // duplicates a real producer makes (an immediate retry, a re-publish much
@@ -106,7 +105,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	topo := &dedup.Topology{
 		Group: "demo", Inputs: []string{"orders"}, Outputs: []string{"orders-deduped"}, DLQ: "demo-dlq",
 		KeyType: dedup.KeyEventID, Retention: dedup.DefaultRetention,
-		EventID: dedup.JSONField("eventId"), Handler: h, Observer: obs, Logger: log,
+		EventID: dedup.JSONField("eventId"), Handler: h, Hooks: []dedup.Hook{obs}, Logger: log,
 	}
 	if *handler == "settlements" {
 		topo.Outputs = []string{"settlements"}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -68,12 +69,12 @@ func runWorker(ctx, forGood context.Context, cfg *Config, logOut *os.File) error
 	default:
 		m := metrics.New(reg, cfg.Group)
 		run := *topo
-		run.Observer, run.Logger = m, log
+		run.Hooks, run.Logger = append(slices.Clone(topo.Hooks), m), log
 		var r *atleastonce.Runner
 		r, err = atleastonce.New(ctx, atleastonce.Config{
 			Brokers: cfg.Brokers, Security: cfg.Security, StateDir: cfg.StateDir, CommitInterval: cfg.CommitInterval,
 			Replication: int16(cfg.Replication), ClientID: "dedup-" + cfg.Group, Logger: log,
-			TableSize: m.TableSize, TableClosed: m.ForgetPartition, ConsumerLag: m.ConsumerLag,
+			TableSize: m.OnTableSize, TableClosed: m.ForgetPartition, ConsumerLag: m.OnConsumerLag,
 		}, &run)
 		if err == nil {
 			w, mux = r, metrics.Handler(reg, gokaHealth(r))

@@ -100,7 +100,7 @@ func loop(t *dedup.Topology, rt Runtime, p *Prepared, raw []byte, forward bool) 
 	if err := rt.Loopback(p.key, raw, h); err != nil {
 		return err
 	}
-	observer(t).Rekeyed()
+	onRekeyed(t)
 	return nil
 }
 
@@ -110,16 +110,15 @@ func judge(t *dedup.Topology, rt Runtime, table Table, p *Prepared, raw []byte, 
 	if err != nil {
 		return false, err
 	}
-	obs := observer(t)
 	part := p.pos.Partition
 	switch verdictOf(t, existing, eventTime(p.event, p.pos), now) {
 	case duplicate:
-		obs.Skipped(part)
+		onSkipped(t, part)
 		return false, nil
 	case expired:
-		obs.Expired(part)
+		onExpired(t, part)
 	case tooOld:
-		obs.TooOld(part)
+		onTooOld(t, part)
 		switch t.StaleEvents {
 		case dedup.StaleSkip:
 			return false, nil
@@ -189,7 +188,7 @@ func (c *Call) Finish(rt Runtime) error {
 	if err := c.table.Set(p.key, seenRecord(t, p.event, p.pos, c.now)); err != nil {
 		return err
 	}
-	observer(t).Processed(p.pos.Partition, c.now.Sub(p.pos.Timestamp))
+	onProcessed(t, p.pos.Partition, c.now.Sub(p.pos.Timestamp))
 	return nil
 }
 
@@ -221,7 +220,7 @@ func handle(t *dedup.Topology, ctx context.Context, ev *dedup.Event) ([]dedup.Me
 		if ctx.Err() != nil {
 			return nil, "", fmt.Errorf("%w: event %s: %w", dedup.ErrInterrupted, ev.EventID, err)
 		}
-		observer(t).HandlerError()
+		onHandlerError(t)
 		var pe *panicError
 		switch {
 		case errors.As(err, &pe):
@@ -284,7 +283,7 @@ func deadLetter(t *dedup.Topology, rt Runtime, p *Prepared, raw []byte, reason s
 	if err := rt.Emit(t.DLQ, key, value, h); err != nil {
 		return err
 	}
-	observer(t).DeadLettered(reason)
+	onDeadLettered(t, reason)
 	logger(t).Warn("dead-lettered", "reason", reason, "topic", pos.Topic, "partition", pos.Partition, "offset", pos.Offset, "err", cause)
 	return nil
 }
@@ -296,13 +295,6 @@ type panicError struct {
 }
 
 func (e *panicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.value) }
-
-func observer(t *dedup.Topology) dedup.Observer {
-	if t.Observer == nil {
-		return dedup.NopObserver{}
-	}
-	return t.Observer
-}
 
 func logger(t *dedup.Topology) *slog.Logger {
 	if t.Logger == nil {

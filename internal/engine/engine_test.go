@@ -23,13 +23,13 @@ type countingObserver struct {
 	dlq                                                       map[string]int
 }
 
-func (o *countingObserver) Processed(int32, time.Duration) { o.mu.Lock(); o.processed++; o.mu.Unlock() }
-func (o *countingObserver) Skipped(int32)                  { o.mu.Lock(); o.skipped++; o.mu.Unlock() }
-func (o *countingObserver) Expired(int32)                  { o.mu.Lock(); o.expired++; o.mu.Unlock() }
-func (o *countingObserver) TooOld(int32)                   { o.mu.Lock(); o.tooOld++; o.mu.Unlock() }
-func (o *countingObserver) HandlerError()                  { o.mu.Lock(); o.handlerErrs++; o.mu.Unlock() }
-func (o *countingObserver) Rekeyed()                       { o.mu.Lock(); o.rekeyed++; o.mu.Unlock() }
-func (o *countingObserver) DeadLettered(reason string) {
+func (o *countingObserver) OnProcessed(int32, time.Duration) { o.mu.Lock(); o.processed++; o.mu.Unlock() }
+func (o *countingObserver) OnSkipped(int32)                  { o.mu.Lock(); o.skipped++; o.mu.Unlock() }
+func (o *countingObserver) OnExpired(int32)                  { o.mu.Lock(); o.expired++; o.mu.Unlock() }
+func (o *countingObserver) OnTooOld(int32)                   { o.mu.Lock(); o.tooOld++; o.mu.Unlock() }
+func (o *countingObserver) OnHandlerError()                  { o.mu.Lock(); o.handlerErrs++; o.mu.Unlock() }
+func (o *countingObserver) OnRekeyed()                       { o.mu.Lock(); o.rekeyed++; o.mu.Unlock() }
+func (o *countingObserver) OnDeadLettered(reason string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.dlq == nil {
@@ -55,7 +55,7 @@ func newFixture(t *testing.T, handler dedup.Handler, mutate func(*dedup.Topology
 		KeyType: dedup.KeyEventID, Retention: 24 * time.Hour,
 		EventID: dedup.JSONField("eventId"), Handler: handler,
 		HandlerRetries: 2, RetryBackoff: time.Microsecond,
-		Observer: f.obs, Now: func() time.Time { return f.now },
+		Hooks: []dedup.Hook{f.obs}, Now: func() time.Time { return f.now },
 	}
 	if mutate != nil {
 		mutate(f.topo)

@@ -16,11 +16,11 @@ import (
 func TestHandler(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg, "g1")
-	m.Processed(0, 20*time.Millisecond)
-	m.Skipped(0)
-	m.Skipped(1)
-	m.DeadLettered("not-json")
-	m.TableSize(3, 42)
+	m.OnProcessed(0, 20*time.Millisecond)
+	m.OnSkipped(0)
+	m.OnSkipped(1)
+	m.OnDeadLettered("not-json")
+	m.OnTableSize(3, 42)
 	var health atomic.Pointer[Health]
 	health.Store(&Health{Live: true, Reasons: []string{"tables restored"}})
 	srv := httptest.NewServer(Handler(reg, func() Health { return *health.Load() }))
@@ -111,12 +111,12 @@ func TestHealthEndpoints(t *testing.T) {
 func TestRuntimeMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	r := NewRuntime(reg, New(reg, "g1"), "g1")
-	r.TxnCommitted(5*time.Millisecond, 7)
-	r.RestoreProgress(2, 100, 50)
-	r.KeyFilterBytes(3, 2048)
-	r.Swept(3, 4)
-	r.ConsumerLag("in", 3, 12)
-	r.RebalanceCompleted(300 * time.Millisecond)
+	r.OnTxnCommitted(5*time.Millisecond, 7)
+	r.OnRestoreProgress(2, 100, 50)
+	r.OnKeyFilterBytes(3, 2048)
+	r.OnSwept(3, 4)
+	r.OnConsumerLag("in", 3, 12)
+	r.OnRebalanceCompleted(300 * time.Millisecond)
 	SetRetention(reg, "g1", "in", time.Hour, 0, true)
 	SetRetention(reg, "g1", "in", time.Hour, 2*time.Hour, false) // a second check on the same registry
 	body := scrape(t, reg)
@@ -146,13 +146,13 @@ func TestPartitionRevokedDropsItsSeries(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	r := NewRuntime(reg, New(reg, "g1"), "g1")
 	for _, p := range []int32{2, 3} {
-		r.TableSize(p, 10)
-		r.KeyFilterBytes(p, 2048)
-		r.RestoreProgress(p, 1, 5)
-		r.ConsumerLag("in", p, 7)
-		r.ConsumerLag("g1-loop", p, 1)
+		r.OnTableSize(p, 10)
+		r.OnKeyFilterBytes(p, 2048)
+		r.OnRestoreProgress(p, 1, 5)
+		r.OnConsumerLag("in", p, 7)
+		r.OnConsumerLag("g1-loop", p, 1)
 	}
-	r.PartitionRevoked(3)
+	r.OnPartitionRevoked(3)
 	body := scrape(t, reg)
 	for _, series := range []string{"dedup_table_entries", "dedup_table_filter_bytes", "dedup_restore_remaining_records",
 		"dedup_consumer_lag_records"} {
@@ -188,9 +188,9 @@ func scrape(t *testing.T, reg *prometheus.Registry) string {
 func TestStandbyLagSeries(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	r := NewRuntime(reg, New(reg, "g1"), "g1")
-	r.StandbyLag(4, 120)
-	r.StandbyLag(5, 0)
-	r.StandbyLag(5, -1)
+	r.OnStandbyLag(4, 120)
+	r.OnStandbyLag(5, 0)
+	r.OnStandbyLag(5, -1)
 	body := scrape(t, reg)
 	if !strings.Contains(body, `dedup_standby_lag_records{group="g1",partition="4"} 120`) {
 		t.Errorf("/metrics lacks partition 4's standby lag:\n%s", body)

@@ -75,19 +75,19 @@ func New(reg prometheus.Registerer, group string) *Metrics {
 	return m
 }
 
-func (m *Metrics) Processed(_ int32, latency time.Duration) {
+func (m *Metrics) OnProcessed(_ int32, latency time.Duration) {
 	m.processed.Inc()
 	if latency >= 0 {
 		m.age.Observe(latency.Seconds())
 		m.latency.Observe(latency.Seconds())
 	}
 }
-func (m *Metrics) Skipped(int32)              { m.skipped.Inc() }
-func (m *Metrics) Expired(int32)              { m.expired.Inc() }
-func (m *Metrics) TooOld(int32)               { m.tooOld.Inc() }
-func (m *Metrics) DeadLettered(reason string) { m.deadLetters.WithLabelValues(reason).Inc() }
-func (m *Metrics) HandlerError()              { m.handlerErrs.Inc() }
-func (m *Metrics) Rekeyed()                   { m.rekeyed.Inc() }
+func (m *Metrics) OnSkipped(int32)              { m.skipped.Inc() }
+func (m *Metrics) OnExpired(int32)              { m.expired.Inc() }
+func (m *Metrics) OnTooOld(int32)               { m.tooOld.Inc() }
+func (m *Metrics) OnDeadLettered(reason string) { m.deadLetters.WithLabelValues(reason).Inc() }
+func (m *Metrics) OnHandlerError()              { m.handlerErrs.Inc() }
+func (m *Metrics) OnRekeyed()                   { m.rekeyed.Inc() }
 
 // ForgetPartition drops the per-partition series of a partition this
 // process no longer holds. Left at their last value, they would be summed
@@ -101,11 +101,11 @@ func (m *Metrics) ForgetPartition(partition int32) {
 
 // ConsumerLag sets the records of a held input or loop partition that are
 // not processed yet.
-func (m *Metrics) ConsumerLag(topic string, partition int32, records int64) {
+func (m *Metrics) OnConsumerLag(topic string, partition int32, records int64) {
 	m.lag.WithLabelValues(topic, strconv.Itoa(int(partition))).Set(float64(records))
 }
 
 // TableSize sets the number of seen records of a partition.
-func (m *Metrics) TableSize(partition int32, n int64) {
+func (m *Metrics) OnTableSize(partition int32, n int64) {
 	m.entries.WithLabelValues(strconv.Itoa(int(partition))).Set(float64(n))
 }

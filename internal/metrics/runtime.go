@@ -106,55 +106,55 @@ func NewRuntime(reg prometheus.Registerer, m *Metrics, group string) *Runtime {
 }
 
 // CallStarted, CallEnded and KeyWaited make Runtime a processor.CallHooks.
-func (r *Runtime) CallStarted() { r.callsInFlight.Inc() }
-func (r *Runtime) CallEnded(took time.Duration) {
+func (r *Runtime) OnCallStarted() { r.callsInFlight.Inc() }
+func (r *Runtime) OnCallEnded(took time.Duration) {
 	r.callsInFlight.Dec()
 	r.callSeconds.Observe(took.Seconds())
 }
-func (r *Runtime) KeyWaited(took time.Duration) { r.keyWaitSeconds.Observe(took.Seconds()) }
+func (r *Runtime) OnKeyWaited(took time.Duration) { r.keyWaitSeconds.Observe(took.Seconds()) }
 
-func (r *Runtime) TxnCommitted(took time.Duration, records int) {
+func (r *Runtime) OnTxnCommitted(took time.Duration, records int) {
 	r.committed.Inc()
 	r.txnRecords.Add(float64(records))
 	r.commitSeconds.Observe(took.Seconds())
 }
-func (r *Runtime) Swept(_ int32, deleted int) { r.swept.Add(float64(deleted)) }
-func (r *Runtime) TxnAborted(reason string)   { r.aborted.WithLabelValues(reason).Inc() }
-func (r *Runtime) Fenced()                    { r.fencings.Inc() }
-func (r *Runtime) DeadTransactionFenced()     { r.deadFenced.Inc() }
-func (r *Runtime) StuckTransactionFenced()    { r.stuckFenced.Inc() }
-func (r *Runtime) CommitStalled()             { r.stalls.Inc() }
-func (r *Runtime) PeersWatched(n int)         { r.peers.Set(float64(n)) }
-func (r *Runtime) InstanceDied(fenced int) {
+func (r *Runtime) OnSwept(_ int32, deleted int) { r.swept.Add(float64(deleted)) }
+func (r *Runtime) OnTxnAborted(reason string)   { r.aborted.WithLabelValues(reason).Inc() }
+func (r *Runtime) OnFenced()                    { r.fencings.Inc() }
+func (r *Runtime) OnDeadTransactionFenced()     { r.deadFenced.Inc() }
+func (r *Runtime) OnStuckTransactionFenced()    { r.stuckFenced.Inc() }
+func (r *Runtime) OnCommitStalled()             { r.stalls.Inc() }
+func (r *Runtime) OnPeersWatched(n int)         { r.peers.Set(float64(n)) }
+func (r *Runtime) OnInstanceDied(fenced int) {
 	r.peerDeaths.Inc()
 	r.peerFenced.Add(float64(fenced))
 }
-func (r *Runtime) Rebalanced() { r.rebalances.Inc() }
-func (r *Runtime) RebalanceCompleted(took time.Duration) {
+func (r *Runtime) OnRebalanced() { r.rebalances.Inc() }
+func (r *Runtime) OnRebalanceCompleted(took time.Duration) {
 	r.rebalanceTook.Observe(took.Seconds())
 }
-func (r *Runtime) KeyFilterBytes(partition int32, bytes int) {
+func (r *Runtime) OnKeyFilterBytes(partition int32, bytes int) {
 	r.filterBytes.WithLabelValues(strconv.Itoa(int(partition))).Set(float64(bytes))
 }
-func (r *Runtime) PartitionRevoked(partition int32) {
+func (r *Runtime) OnPartitionRevoked(partition int32) {
 	r.ForgetPartition(partition)
 	label := strconv.Itoa(int(partition))
 	r.filterBytes.DeleteLabelValues(label)
 	r.restoreRemainig.DeleteLabelValues(label)
 }
-func (r *Runtime) TableOpened(_ int32, kept bool) {
+func (r *Runtime) OnTableOpened(_ int32, kept bool) {
 	how := "opened"
 	if kept {
 		how = "kept"
 	}
 	r.tableOpens.WithLabelValues(how).Inc()
 }
-func (r *Runtime) RestoreProgress(partition int32, restored, remaining int64) {
+func (r *Runtime) OnRestoreProgress(partition int32, restored, remaining int64) {
 	r.restored.Add(float64(restored))
 	r.restoreRemainig.WithLabelValues(strconv.Itoa(int(partition))).Set(float64(remaining))
 }
 
-func (r *Runtime) StandbyLag(partition int32, records int64) {
+func (r *Runtime) OnStandbyLag(partition int32, records int64) {
 	label := strconv.Itoa(int(partition))
 	if records < 0 {
 		r.standbyLag.DeleteLabelValues(label)
