@@ -8,6 +8,7 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/internal/tablefile"
 	"github.com/dedupkit/dedup/processor"
 )
 
@@ -68,7 +69,7 @@ func TestDamagedStoreIsRestoredFromChangelog(t *testing.T) {
 			w.stop(t)
 
 			for p := int32(0); p < partitions; p++ {
-				if garble(t, processor.TablePath(state, topo.TableTopic(), p), "MANIFEST-") == 0 {
+				if garble(t, tablefile.Path(state, topo.TableTopic(), p), "MANIFEST-") == 0 {
 					t.Fatalf("partition %d: no LevelDB manifest to damage under %s", p, state)
 				}
 			}

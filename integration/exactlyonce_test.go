@@ -11,13 +11,22 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/faults"
 	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/internal/tablefile"
 	"github.com/dedupkit/dedup/processor"
 )
 
 // startEOS runs topo on the exactly-once runtime until the test ends or the
 // returned worker is stopped; on the env's brokers unless cfg names others.
 func (e *env) startEOS(topo *dedup.Topology, cfg processor.Config) *worker {
+	e.t.Helper()
+	return e.startEOSWithFault(topo, cfg, nil)
+}
+
+// startEOSWithFault is startEOS with beforeCommit run before every commit
+// (internal/faults): an error stops the worker dead there.
+func (e *env) startEOSWithFault(topo *dedup.Topology, cfg processor.Config, beforeCommit func() error) *worker {
 	e.t.Helper()
 	w := &worker{done: make(chan error, 1)}
 	if cfg.Brokers == nil {
@@ -27,7 +36,11 @@ func (e *env) startEOS(topo *dedup.Topology, cfg processor.Config) *worker {
 		cfg.SessionTimeout = 3 * time.Second
 	}
 	cfg.Logger = topo.Logger
-	p, err := processor.New(e.t.Context(), cfg, topo)
+	newCtx := e.t.Context()
+	if beforeCommit != nil {
+		newCtx = faults.WithBeforeCommit(newCtx, beforeCommit)
+	}
+	p, err := processor.New(newCtx, cfg, topo)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -80,10 +93,10 @@ func TestExactlyOnceFaultBeforeCommit(t *testing.T) {
 	e.produce(in...)
 
 	var injected atomic.Bool
-	w := e.startEOS(topo, processor.Config{StateDir: state, BeforeCommit: func() error {
+	w := e.startEOSWithFault(topo, processor.Config{StateDir: state}, func() error {
 		injected.Store(true)
 		return errors.New("power cut")
-	}})
+	})
 	select {
 	case err := <-w.done:
 		w.cancel = nil
@@ -110,7 +123,7 @@ func TestExactlyOnceFaultBeforeCommit(t *testing.T) {
 
 	for p := int32(0); p < 3; p++ {
 		n := 0
-		err := processor.ReadTable(state, topo.TableTopic(), p, func(string, []byte) error { n++; return nil })
+		err := tablefile.Read(state, topo.TableTopic(), p, func(string, []byte) error { n++; return nil })
 		if err != nil {
 			t.Fatalf("read table partition %d: %v", p, err)
 		}

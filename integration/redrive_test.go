@@ -14,6 +14,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/faults"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/processor"
 	"github.com/dedupkit/dedup/redrive"
@@ -138,13 +139,13 @@ func TestRedriveDeadLetters(t *testing.T) {
 	crash := base
 	crash.BatchSize = 4
 	commits := 0
-	crash.BeforeCommit = func() error {
+	killAtSecond := func() error {
 		if commits++; commits == 2 {
 			return errors.New("killed")
 		}
 		return nil
 	}
-	rep, err = redrive.Run(ctx, crash)
+	rep, err = redrive.Run(faults.WithBeforeCommit(ctx, killAtSecond), crash)
 	if err == nil || rep == nil || rep.Redriven != 4 {
 		t.Fatalf("re-drive killed at its second commit: err %v, report %+v; want the error and 4 re-driven", err, rep)
 	}
@@ -201,9 +202,9 @@ func TestRedriveDeadLetters(t *testing.T) {
 	dropTopics(t, e.brokers, lost.StateTopic)
 	stuck := lost
 	sent, release := make(chan struct{}), make(chan struct{})
-	stuck.BeforeCommit = func() error { close(sent); <-release; return nil }
+	holdCommit := func() error { close(sent); <-release; return nil }
 	stuckErr := make(chan error, 1)
-	go func() { _, err := redrive.Run(ctx, stuck); stuckErr <- err }() // waited for below
+	go func() { _, err := redrive.Run(faults.WithBeforeCommit(ctx, holdCommit), stuck); stuckErr <- err }() // waited for below
 	<-sent
 	run("re-drive without its state, another run stuck before its commit", lost, 13, 0)
 	close(release)

@@ -14,6 +14,7 @@ import (
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/internal/tablefile"
 	"github.com/dedupkit/dedup/processor"
 )
 
@@ -160,7 +161,7 @@ func TestExpiredRecordsAreSweptCompactedAndNotRestored(t *testing.T) {
 	e.waitProcessed(group)
 	w2.stop(t)
 	for p := int32(0); p < 2; p++ {
-		err := processor.ReadTable(state2, topo.TableTopic(), p, func(key string, _ []byte) error {
+		err := tablefile.Read(state2, topo.TableTopic(), p, func(key string, _ []byte) error {
 			// x-0 was processed again (its record had expired); no other
 			// expired record may come back.
 			if strings.HasPrefix(key, "x-") && key != "x-0" {

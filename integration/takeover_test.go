@@ -34,12 +34,11 @@ func TestDeadMembersTransactionIsAbortedAtTakeover(t *testing.T) {
 	e.produce(in...)
 
 	var crashed atomic.Bool
-	a := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(),
-		TransactionTimeout: 2 * time.Minute,
-		BeforeCommit: func() error {
-			crashed.Store(true)
-			return errors.New("power cut")
-		}})
+	a := e.startEOSWithFault(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(),
+		TransactionTimeout: 2 * time.Minute}, func() error {
+		crashed.Store(true)
+		return errors.New("power cut")
+	})
 	select {
 	case err := <-a.done:
 		a.cancel = nil

@@ -237,8 +237,8 @@ func (m *member) commitTxn(sess sarama.ConsumerGroupSession, pc *pendingCommit) 
 	if !m.beginTxn(t) { // only offsets to commit
 		return t.err
 	}
-	if m.cfg.BeforeCommit != nil {
-		if err := m.cfg.BeforeCommit(); err != nil {
+	if m.cfg.beforeCommit != nil {
+		if err := m.cfg.beforeCommit(); err != nil {
 			return &crash{err}
 		}
 	}

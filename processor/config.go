@@ -9,6 +9,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dedupkit/dedup/internal/checks"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
@@ -98,7 +99,9 @@ type Config struct {
 	// ReadyAbortLimit transactions in a row (default 5) or has held
 	// consumed records uncommitted for ReadyStallAfter; Live turns false
 	// after LiveStallAfter, for an orchestrator to restart the worker
-	// (defaults: StallBounds). ReadyStallAfter must exceed the commit
+	// (defaults: DefaultReadyStallAfter or the commit interval plus the
+	// transaction timeout, when longer; DefaultLiveStallAfter or twice the
+	// ready bound). ReadyStallAfter must exceed the commit
 	// interval and the transaction timeout (a commit may take that long
 	// before the coordinator aborts it), LiveStallAfter ReadyStallAfter.
 	ReadyAbortLimit int
@@ -114,11 +117,9 @@ type Config struct {
 	// Hooks are told the runtime's events; see Hook.
 	Hooks []Hook
 
-	// BeforeCommit, when set, runs after a transaction's records were sent
-	// and before its offsets and commit. A non-nil error makes the member
-	// stop dead, as if the process crashed there. For fault-injection tests.
-	BeforeCommit func() error
 
+	// beforeCommit is a test's fault point (internal/faults).
+	beforeCommit func() error
 	// secure sets Security on each client config (loaded once by New).
 	secure func(*sarama.Config)
 	// maxRecord is the producer's largest record (recordLimit).
@@ -159,7 +160,7 @@ func (c *Config) setDefaults() {
 	if c.ReadyAbortLimit == 0 {
 		c.ReadyAbortLimit = DefaultReadyAbortLimit
 	}
-	c.ReadyStallAfter, c.LiveStallAfter = StallBounds(c.CommitInterval, c.TransactionTimeout, c.ReadyStallAfter, c.LiveStallAfter)
+	c.ReadyStallAfter, c.LiveStallAfter = checks.StallBounds(c.CommitInterval, c.TransactionTimeout, c.ReadyStallAfter, c.LiveStallAfter)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -179,7 +180,7 @@ func (c *Config) Validate() error {
 	if c.CommitInterval < 0 || c.Threads < 0 || c.MaxBatch < 0 || c.SweepInterval < 0 || c.SweepBatch < 0 {
 		errs = append(errs, errors.New("commit interval, threads, max batch and sweep must not be negative"))
 	}
-	if err := c.ValidateInstanceID(); err != nil {
+	if err := checks.InstanceID(c.InstanceID); err != nil {
 		errs = append(errs, err)
 	}
 	if c.StandbyReplicas < 0 || c.StandbyReplicas > MaxStandbyReplicas {
@@ -198,7 +199,7 @@ func (c *Config) Validate() error {
 	if c.LiveStallAfter <= c.ReadyStallAfter {
 		errs = append(errs, fmt.Errorf("live stall bound %v: must exceed the ready stall bound %v", c.LiveStallAfter, c.ReadyStallAfter))
 	}
-	if err := c.ValidatePeers(); err != nil {
+	if err := checks.Peers(c.PeerAddr, c.PeerAdvertise, c.PeerSecret); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.Security.Validate(); err != nil {
@@ -223,46 +224,6 @@ func (c *Config) Validate() error {
 const (
 	DefaultTransactionTimeout = 10 * time.Second
 	DefaultReadyAbortLimit    = 5
-	DefaultReadyStallAfter    = 30 * time.Second
-	DefaultLiveStallAfter     = 5 * time.Minute
+	DefaultReadyStallAfter    = checks.ReadyStallAfter
+	DefaultLiveStallAfter     = checks.LiveStallAfter
 )
-
-// StallBounds is the ready and live stall bounds for a commit interval and
-// transaction timeout, where ready or live 0 takes its default.
-func StallBounds(commitInterval, txnTimeout, ready, live time.Duration) (time.Duration, time.Duration) {
-	if ready == 0 {
-		ready = max(DefaultReadyStallAfter, commitInterval+txnTimeout)
-	}
-	if live == 0 {
-		live = max(DefaultLiveStallAfter, 2*ready)
-	}
-	return ready, live
-}
-
-// ValidatePeers reports a PeerAddr, PeerAdvertise or PeerSecret that
-// cannot work: an address without a secret would open a listener that
-// anyone could make abort transactions, a secret without an address does
-// nothing, and a short secret can be guessed.
-func (c *Config) ValidatePeers() error {
-	if err := validPeerAddrs(c.PeerAddr, c.PeerAdvertise); err != nil {
-		return err
-	}
-	switch {
-	case c.PeerAddr != "" && len(c.PeerSecret) == 0:
-		return fmt.Errorf("peer address %q without a peer secret: the liveness connections are authenticated with it", c.PeerAddr)
-	case c.PeerAddr == "" && len(c.PeerSecret) > 0:
-		return errors.New("a peer secret without a peer address to listen on")
-	case len(c.PeerSecret) > 0 && len(c.PeerSecret) < MinPeerSecret:
-		return fmt.Errorf("peer secret of %d bytes: at least %d (e.g. openssl rand -base64 48)", len(c.PeerSecret), MinPeerSecret)
-	}
-	return nil
-}
-
-// ValidateInstanceID reports an InstanceID that cannot name a transactional
-// ID and a static group member ("" is valid: the one kept in StateDir).
-func (c *Config) ValidateInstanceID() error {
-	if c.InstanceID != "" && !validInstanceID.MatchString(c.InstanceID) {
-		return fmt.Errorf("instance ID %q: want 1 to 200 of A-Z a-z 0-9 . _ - (it names transactional IDs and the static group member)", c.InstanceID)
-	}
-	return nil
-}

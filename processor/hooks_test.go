@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/checks"
 	"github.com/dedupkit/dedup/internal/metrics"
 )
 
@@ -74,3 +75,10 @@ func TestHookListTellsWhatEachHookImplements(t *testing.T) {
 
 // Config.Hooks takes such a hook as it is.
 var _ = Config{Hooks: []Hook{&commitCounter{}}}
+
+// The binary checks its flags by the runtime's rule.
+func TestMinPeerSecretIsTheChecksOne(t *testing.T) {
+	if MinPeerSecret != checks.MinPeerSecret {
+		t.Fatalf("MinPeerSecret %d, the flags' check %d", MinPeerSecret, checks.MinPeerSecret)
+	}
+}

@@ -3,6 +3,8 @@ package processor
 import (
 	"testing"
 	"time"
+
+	"github.com/dedupkit/dedup/internal/tablefile"
 )
 
 // TableStats reports each local partition's size, changelog offset and
@@ -12,7 +14,7 @@ func TestTableStats(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	expiries := map[int32][]time.Duration{0: {3 * time.Hour, time.Hour, 2 * time.Hour}, 1: {}}
 	for p, exps := range expiries {
-		s, err := openStore(TablePath(state, "g-table", p), seenExpiry, nil)
+		s, err := openStore(tablefile.Path(state, "g-table", p), seenExpiry, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,11 +28,11 @@ func TestTableStats(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stats, err := TableStats(state, "g-table")
+	stats, err := tablefile.Stats(state, "g-table")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []PartitionStats{
+	want := []tablefile.PartitionStats{
 		{Partition: 0, Entries: 3, ChangelogNext: 10, NextExpiry: now.Add(time.Hour).UnixNano()},
 		{Partition: 1, Entries: 0, ChangelogNext: 11, NextExpiry: 0},
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/IBM/sarama"
@@ -19,11 +18,6 @@ import (
 // each would fence the other's transactions and group membership in turn,
 // so the older one stops instead of taking its place back.
 var ErrInstanceFenced = errors.New("fenced: another instance joined the group with this instance ID")
-
-// validInstanceID is what an instance ID may hold: it becomes part of
-// transactional.id and group.instance.id, and a Kubernetes pod name (a
-// StatefulSet's "dedup-0") fits.
-var validInstanceID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
 
 // fencedInstance is ErrInstanceFenced for member name when err (a session's
 // end, a failed join or commit) says the coordinator fenced its static

@@ -179,27 +179,6 @@ func advertisedPeer(listen, advertise string, port int, brokers []string) (strin
 	return "", fmt.Errorf("no route to any of the brokers %v to take this host's address from: set the peer advertise address", brokers)
 }
 
-// validPeerAddrs reports a listen or advertise address that cannot work.
-func validPeerAddrs(listen, advertise string) error {
-	if listen == "" {
-		if advertise != "" {
-			return fmt.Errorf("peer advertise address %q without a peer address to listen on", advertise)
-		}
-		return nil
-	}
-	if _, _, err := net.SplitHostPort(listen); err != nil {
-		return fmt.Errorf("peer address %q: want host:port (:0 for any port): %w", listen, err)
-	}
-	if advertise == "" {
-		return nil
-	}
-	host, port, err := net.SplitHostPort(advertise)
-	if err != nil || host == "" || port == "" || port == "0" {
-		return fmt.Errorf("peer advertise address %q: want host:port that the other instances can dial", advertise)
-	}
-	return nil
-}
-
 // peerPort is the port every instance of the group advertises, as this
 // one's config says: the port of advertise when set, else of listen; ""
 // when that is 0 (any free port), which leaves the port of the addresses

@@ -179,25 +179,6 @@ func TestAdvertisedPeer(t *testing.T) {
 	}
 }
 
-func TestValidPeerAddrs(t *testing.T) {
-	for _, tc := range []struct {
-		listen, advertise string
-		ok                bool
-	}{
-		{"", "", true},
-		{":0", "", true},
-		{"10.0.0.1:7000", "w1:7000", true},
-		{"10.0.0.1", "", false},
-		{":0", ":7000", false},
-		{":0", "w1:0", false},
-		{"", "w1:7000", false},
-	} {
-		if err := validPeerAddrs(tc.listen, tc.advertise); (err == nil) != tc.ok {
-			t.Errorf("validPeerAddrs(%q, %q) = %v, want ok %v", tc.listen, tc.advertise, err, tc.ok)
-		}
-	}
-}
-
 // A watch's count of connected peers goes up and down with its watchers
 // and reaches the hooks.
 func TestPeersWatchedCount(t *testing.T) {
@@ -221,29 +202,6 @@ type peersHooks struct {
 }
 
 func (h *peersHooks) OnPeersWatched(n int) { h.mu.Lock(); *h.seen = append(*h.seen, n); h.mu.Unlock() }
-
-// A listener is opened only with a secret, and the secret must be long
-// enough to resist guessing.
-func TestValidatePeersNeedsASecret(t *testing.T) {
-	short := []byte("too short")
-	for _, tc := range []struct {
-		name   string
-		addr   string
-		secret []byte
-		err    string
-	}{
-		{"off", "", nil, ""},
-		{"on", ":7070", testSecret, ""},
-		{"address without a secret", ":7070", nil, "without a peer secret"},
-		{"secret without an address", "", testSecret, "without a peer address"},
-		{"short secret", ":7070", short, "peer secret of 9 bytes: at least 32"},
-	} {
-		err := (&Config{PeerAddr: tc.addr, PeerSecret: tc.secret}).ValidatePeers()
-		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
-			t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
-		}
-	}
-}
 
 // Only the group's port is dialled; port 0 dials any.
 func TestPeerWatchDialsOnlyTheGroupsPort(t *testing.T) {

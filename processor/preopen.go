@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/dedupkit/dedup/internal/tablefile"
 )
 
 // A worker restarted after a kill -9 opened its stores only once the group
@@ -88,7 +90,7 @@ func (p *Processor) preopen(done chan<- struct{}) {
 	var wg sync.WaitGroup
 	for _, m := range p.members {
 		for _, part := range loadClaimed(claimedPath(p.cfg.StateDir, m.memberName)) {
-			path := TablePath(p.cfg.StateDir, p.topo.TableTopic(), part)
+			path := tablefile.Path(p.cfg.StateDir, p.topo.TableTopic(), part)
 			if part >= p.partitions || !storeExists(path) {
 				continue
 			}

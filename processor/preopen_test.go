@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/tablefile"
 )
 
 func TestClaimedNoteRoundTrip(t *testing.T) {
@@ -36,7 +37,7 @@ func TestPreopenKeepsTheNotedStores(t *testing.T) {
 	state := t.TempDir()
 	topo := &dedup.Topology{Group: "g"}
 	for _, p := range []int32{1, 2} {
-		s, err := openStore(TablePath(state, topo.TableTopic(), p), seenExpiry, nil)
+		s, err := openStore(tablefile.Path(state, topo.TableTopic(), p), seenExpiry, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,12 +82,12 @@ func TestPreopenKeepsTheNotedStores(t *testing.T) {
 			t.Errorf("partition %d opened, but it had no store", part)
 		}
 	}
-	if _, err := os.Stat(TablePath(state, topo.TableTopic(), 3)); !os.IsNotExist(err) {
+	if _, err := os.Stat(tablefile.Path(state, topo.TableTopic(), 3)); !os.IsNotExist(err) {
 		t.Errorf("a store was created for partition 3: %v", err)
 	}
 	m.closeKept()
 	for _, part := range []int32{1, 2} { // closed: LevelDB opens it again
-		s, err := openStore(TablePath(state, topo.TableTopic(), part), seenExpiry, nil)
+		s, err := openStore(tablefile.Path(state, topo.TableTopic(), part), seenExpiry, nil)
 		if err != nil {
 			t.Fatalf("partition %d still open after closeKept: %v", part, err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/assign"
+	"github.com/dedupkit/dedup/internal/faults"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/internal/metrics"
 )
@@ -59,8 +60,8 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	if err := topo.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.FenceStuckAfter = StuckBound(cfg.CommitInterval, cfg.FenceStuckAfter)
-	if floor := StuckFloor(cfg.CommitInterval); cfg.FenceStuckAfter <= floor {
+	cfg.FenceStuckAfter = stuckBound(cfg.CommitInterval, cfg.FenceStuckAfter)
+	if floor := stuckFloor(cfg.CommitInterval); cfg.FenceStuckAfter <= floor {
 		return nil, fmt.Errorf("fence stuck after %v: must exceed the commit interval (%v), "+
 			"how long a live member's transaction may stay open", cfg.FenceStuckAfter, floor)
 	}
@@ -87,6 +88,7 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 		}
 	}
 	// Validated above: Load fails only on a file that vanished since.
+	cfg.beforeCommit = faults.BeforeCommit(ctx)
 	secure, err := cfg.Security.load()
 	if err != nil {
 		return nil, err
@@ -217,11 +219,6 @@ func checkRecordLimit(limit int) error {
 	}
 	return nil
 }
-
-// HashPartition is the table partition of key when it was re-keyed through
-// the loop topic (FNV-1a, as goka and sarama hash). Records the producers
-// keyed by their dedup key sit where the producer's partitioner put them.
-func (p *Processor) HashPartition(key string) int32 { return hashPartition(key, p.partitions) }
 
 // hashPartition is sarama's hash partitioner (FNV-1a, its sign dropped the
 // way sarama drops it) without its allocations: it runs for every re-keyed

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/dedupkit/dedup/internal/tablefile"
 )
 
 // A rebalance used to close every store of the member in Cleanup and to
@@ -199,7 +201,7 @@ func (m *member) restorePartition(sess sarama.ConsumerGroupSession, r *partition
 			r.err = ctx.Err()
 			return
 		}
-		path := TablePath(m.cfg.StateDir, m.topo.TableTopic(), r.p)
+		path := tablefile.Path(m.cfg.StateDir, m.topo.TableTopic(), r.p)
 		s, damage, err := openOrWipe(path, seenExpiry, m.scans)
 		if damage != nil {
 			m.log.Error("table store damaged, deleted it to restore it from the changelog",

@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/internal/tablefile"
 )
 
 // Standby replicas (Config.StandbyReplicas) are copies of other members'
@@ -223,7 +224,7 @@ func (m *member) tail(ctx context.Context, t *standbyTask) {
 			if !m.awaitLive(ctx) || !m.kept.awaitClosed(ctx, t.p) {
 				return
 			}
-			path := TablePath(m.cfg.StateDir, m.tableTopic, t.p)
+			path := tablefile.Path(m.cfg.StateDir, m.tableTopic, t.p)
 			s, damage, err := openOrWipe(path, seenExpiry, m.scans)
 			if damage != nil {
 				m.log.Error("standby table store damaged, deleted it to restore it from the changelog",

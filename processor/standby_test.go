@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/tablefile"
 )
 
 // reconcile runs in Setup while the group waits: it must not wait for a
@@ -22,7 +23,7 @@ func TestReconcileStopsStandbysWithoutWaiting(t *testing.T) {
 	st := newStandbyTasks()
 	m.standby = st
 	task := func(p int32) *standbyTask {
-		s, err := openStore(TablePath(state, topo.TableTopic(), p), seenExpiry, nil)
+		s, err := openStore(tablefile.Path(state, topo.TableTopic(), p), seenExpiry, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +60,7 @@ func TestReconcileStopsStandbysWithoutWaiting(t *testing.T) {
 	if !<-opened {
 		t.Fatal("awaitClosed: false without a cancelled context")
 	}
-	s, err := openStore(TablePath(state, topo.TableTopic(), 1), seenExpiry, nil)
+	s, err := openStore(tablefile.Path(state, topo.TableTopic(), 1), seenExpiry, nil)
 	if err != nil {
 		t.Fatalf("partition 1's store is still open after awaitClosed: %v", err)
 	}

@@ -12,14 +12,16 @@ import (
 	"github.com/syndtr/goleveldb/leveldb"
 	"github.com/syndtr/goleveldb/leveldb/opt"
 	"github.com/syndtr/goleveldb/leveldb/util"
+
+	"github.com/dedupkit/dedup/internal/tablefile"
 )
 
 // Key layout in a partition's LevelDB: table records under 'd'+key and
 // metadata under 'm:'+name.
 const (
-	prefixData        = 'd'
-	metaChangelogNext = "m:changelog-next"
-	metaEntries       = "m:entries"
+	prefixData        = tablefile.DataPrefix
+	metaChangelogNext = tablefile.MetaChangelogNext
+	metaEntries       = tablefile.MetaEntries
 )
 
 // expiryFunc tells the expiry (unix nanos, 0 = never) of a stored value.
@@ -206,12 +208,7 @@ func (s *store) meta(name string, def int64) (int64, error) {
 	return int64(binary.BigEndian.Uint64(v)), nil
 }
 
-func dataKey(key string) []byte {
-	b := make([]byte, 1+len(key))
-	b[0] = prefixData
-	copy(b[1:], key)
-	return b
-}
+func dataKey(key string) []byte { return tablefile.DataKey(key) }
 
 // Expired scans up to scan table records from where its last call stopped
 // and returns up to limit of their keys whose expiry is at or before now and

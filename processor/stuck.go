@@ -72,21 +72,21 @@ const stuckRefence = 5 * time.Minute
 // DefaultFenceStuckAfter is the least default of Config.FenceStuckAfter.
 const DefaultFenceStuckAfter = 2 * time.Second
 
-// StuckFloor is how long a live member's transaction may stay open: a
+// stuckFloor is how long a live member's transaction may stay open: a
 // commit interval. A handler's calls, however slow, and its retries run
 // beside the loop (calls.go), which commits on the interval meanwhile.
 // Config.FenceStuckAfter must exceed it.
-func StuckFloor(commitInterval time.Duration) time.Duration {
+func stuckFloor(commitInterval time.Duration) time.Duration {
 	return commitInterval
 }
 
-// StuckBound is Config.FenceStuckAfter for a configured value (0: the
-// default, DefaultFenceStuckAfter or twice StuckFloor when longer).
-func StuckBound(commitInterval, configured time.Duration) time.Duration {
+// stuckBound is Config.FenceStuckAfter for a configured value (0: the
+// default, DefaultFenceStuckAfter or twice stuckFloor when longer).
+func stuckBound(commitInterval, configured time.Duration) time.Duration {
 	if configured != 0 {
 		return configured
 	}
-	return max(DefaultFenceStuckAfter, 2*StuckFloor(commitInterval))
+	return max(DefaultFenceStuckAfter, 2*stuckFloor(commitInterval))
 }
 
 // stuckWatch is the Processor's watcher of stuck transactions. Its members'

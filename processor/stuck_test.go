@@ -136,8 +136,8 @@ func TestStuckBound(t *testing.T) {
 		{"configured", 100 * time.Millisecond, 900 * time.Millisecond, 900 * time.Millisecond},
 	}
 	for _, c := range cases {
-		if got := StuckBound(c.commitInterval, c.configured); got != c.want {
-			t.Errorf("%s: StuckBound = %v, want %v", c.name, got, c.want)
+		if got := stuckBound(c.commitInterval, c.configured); got != c.want {
+			t.Errorf("%s: stuckBound = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

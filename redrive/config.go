@@ -61,11 +61,6 @@ type Config struct {
 	TransactionTimeout time.Duration
 	Logger             *slog.Logger // nil: slog.Default()
 
-	// BeforeCommit, when set, runs after a transaction's records were sent
-	// and before its commit. A non-nil error makes Run return it at once,
-	// neither committing nor aborting, as if the process died there. For
-	// fault-injection tests.
-	BeforeCommit func() error
 }
 
 // withDefaults returns c with the defaults filled in.

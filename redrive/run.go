@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/faults"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
@@ -54,7 +55,7 @@ func runAll(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer client.Close()
 	r := &run{cfg: cfg, client: client, report: newReport(cfg), log: kafkautil.NamingLogger(cfg.Logger),
-		partitions: map[string]int32{}, marks: map[string]mark{}}
+		partitions: map[string]int32{}, marks: map[string]mark{}, beforeCommit: faults.BeforeCommit(ctx)}
 	parts, err := r.dlqPartitions()
 	if err != nil {
 		return nil, err
@@ -97,6 +98,8 @@ type run struct {
 	marks      map[string]mark  // the state: markKey -> mark
 	stale      []string         // state keys to delete (their dead letters are gone)
 	batch      []pending        // moves of the open transaction
+
+	beforeCommit func() error // a test's fault point (internal/faults)
 }
 
 type pending struct {
@@ -400,8 +403,8 @@ func (r *run) commit(batch []pending, stale []string) error {
 	if err := p.SendMessages(marks); err != nil {
 		return abort("write state records", err)
 	}
-	if r.cfg.BeforeCommit != nil {
-		if err := r.cfg.BeforeCommit(); err != nil {
+	if r.beforeCommit != nil {
+		if err := r.beforeCommit(); err != nil {
 			return fmt.Errorf("before commit: %w", err) // no abort: the next run's InitProducerID does it
 		}
 	}

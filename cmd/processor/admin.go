@@ -18,6 +18,7 @@ import (
 
 	"github.com/dedupkit/dedup/internal/groupadmin"
 	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/internal/tablefile"
 	"github.com/dedupkit/dedup/processor"
 )
 
@@ -314,7 +315,7 @@ func runTable(args []string, out io.Writer) error {
 	}
 	table := a.group + "-table"
 	if sub == "stats" {
-		stats, err := processor.TableStats(a.stateDir, table)
+		stats, err := tablefile.Stats(a.stateDir, table)
 		if err != nil {
 			return err
 		}
@@ -340,13 +341,13 @@ func runTable(args []string, out io.Writer) error {
 	if *source != "" {
 		key = *source + "\x00" + id
 	}
-	l, err := processor.GetLocal(a.stateDir, table, key)
+	l, err := tablefile.Get(a.stateDir, table, key)
 	if err != nil {
 		return err
 	}
-	ans := processor.SeenAnswer{ID: id, OwnedPartitions: l.Owned}
+	ans := tablefile.Answer{ID: id, OwnedPartitions: l.Owned}
 	if l.Found {
-		if ans, err = processor.Answer(l); err != nil {
+		if ans, err = tablefile.Found(l); err != nil {
 			return err
 		}
 		ans.ID = id

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/examples/settlement/settle"
+	"github.com/dedupkit/dedup/internal/checks"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/processor"
 )
@@ -213,7 +214,7 @@ func (cfg *Config) Validate() error {
 		bad("state-dir", "required")
 	}
 	if cfg.InstanceID != "" {
-		if err := (&processor.Config{InstanceID: cfg.InstanceID}).ValidateInstanceID(); err != nil {
+		if err := checks.InstanceID(cfg.InstanceID); err != nil {
 			bad("instance-id", "%v", err)
 		}
 		if cfg.Guarantee != ExactlyOnce {
@@ -295,7 +296,7 @@ func (cfg *Config) Validate() error {
 	if cfg.RetryBackoff < 0 {
 		bad("retry-backoff", "%v must not be negative", cfg.RetryBackoff)
 	}
-	if floor := processor.StuckFloor(cfg.CommitInterval); cfg.FenceStuckAfter > 0 && cfg.FenceStuckAfter <= floor {
+	if floor := cfg.CommitInterval; cfg.FenceStuckAfter > 0 && cfg.FenceStuckAfter <= floor {
 		bad("fence-stuck-after", "%v: must exceed --commit-interval (%v): "+
 			"a live instance's transaction may stay open that long", cfg.FenceStuckAfter, floor)
 	}
@@ -358,7 +359,7 @@ func (cfg *Config) validateHealth(bad func(flag, format string, args ...any)) {
 		bad("ready-stall-after", "%v, --live-stall-after %v: must not be negative (0: the default)", cfg.ReadyStallAfter, cfg.LiveStallAfter)
 		return
 	}
-	ready, live := processor.StallBounds(cfg.CommitInterval, processor.DefaultTransactionTimeout, cfg.ReadyStallAfter, cfg.LiveStallAfter)
+	ready, live := checks.StallBounds(cfg.CommitInterval, processor.DefaultTransactionTimeout, cfg.ReadyStallAfter, cfg.LiveStallAfter)
 	if floor := max(cfg.CommitInterval, processor.DefaultTransactionTimeout); ready <= floor {
 		bad("ready-stall-after", "%v: must exceed --commit-interval and the transaction timeout (%v): a commit may take that long", ready, floor)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dedupkit/dedup/internal/checks"
 	"github.com/dedupkit/dedup/processor"
 )
 
@@ -36,7 +37,7 @@ func TestParseConfigDefaultsAndEnv(t *testing.T) {
 	if strings.Join(cfg.Brokers, ",") != "a:1,b:2" || cfg.Group != "flag-group" || cfg.Retention != time.Hour {
 		t.Fatalf("env or precedence wrong: %+v", cfg)
 	}
-	if cfg.ReadyAbortLimit != 5 || cfg.ReadyStallAfter != 0 || cfg.LiveStallAfter != 0 { // 0: processor.StallBounds
+	if cfg.ReadyAbortLimit != 5 || cfg.ReadyStallAfter != 0 || cfg.LiveStallAfter != 0 { // 0: checks.StallBounds
 		t.Fatalf("health defaults: %d %v %v", cfg.ReadyAbortLimit, cfg.ReadyStallAfter, cfg.LiveStallAfter)
 	}
 	if cfg.IDSourceHeader != "ce_source" {
@@ -273,7 +274,7 @@ func TestParseConfigStallBoundsFollowTheCommitInterval(t *testing.T) {
 		{time.Second, 20 * time.Second, 0, 20 * time.Second, 5 * time.Minute},
 		{time.Second, 0, time.Minute, 30 * time.Second, time.Minute},
 	} {
-		ready, live := processor.StallBounds(tt.interval, processor.DefaultTransactionTimeout, tt.ready, tt.live)
+		ready, live := checks.StallBounds(tt.interval, processor.DefaultTransactionTimeout, tt.ready, tt.live)
 		if ready != tt.wantReady || live != tt.wantLive {
 			t.Errorf("StallBounds(%v, 10s, %v, %v) = %v, %v; want %v, %v", tt.interval, tt.ready, tt.live, ready, live, tt.wantReady, tt.wantLive)
 		}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/dedupkit/dedup/codecs"
 	"github.com/dedupkit/dedup/internal/atleastonce"
-	"github.com/dedupkit/dedup/processor"
+	"github.com/dedupkit/dedup/internal/tablefile"
 )
 
 // seenHandler answers GET /v1/seen/{id}[?source=ce_source] from the goka
@@ -13,8 +13,8 @@ import (
 // (processor.HTTPHandler).
 func seenHandler(r *atleastonce.Runner) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
-		ans := processor.SeenAnswer{ID: req.PathValue("id")}
-		v, err := r.Get(processor.SeenKey(req))
+		ans := tablefile.Answer{ID: req.PathValue("id")}
+		v, err := r.Get(tablefile.Key(req))
 		rec, _ := v.(*codecs.SeenRecord)
 		switch {
 		case err != nil:
@@ -22,8 +22,8 @@ func seenHandler(r *atleastonce.Runner) http.HandlerFunc {
 		case rec == nil:
 			ans.Note = "not seen (or its partition is still recovering)"
 		default:
-			ans.Found, ans.Record = true, processor.RecordJSON(rec)
+			ans.Found, ans.Record = true, tablefile.ToJSON(rec)
 		}
-		processor.WriteSeen(w, ans, nil)
+		tablefile.Write(w, ans, nil)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/dedupkit/dedup/internal/checks"
 	"github.com/dedupkit/dedup/processor"
 )
 
@@ -80,7 +81,7 @@ func (cfg *Config) checkPeers(bad func(flag, format string, args ...any)) {
 	if !given {
 		return
 	}
-	if err := (&processor.Config{PeerAddr: cfg.PeerAddr, PeerAdvertise: cfg.PeerAdvertise, PeerSecret: secret}).ValidatePeers(); err != nil {
+	if err := checks.Peers(cfg.PeerAddr, cfg.PeerAdvertise, secret); err != nil {
 		name := "peer-addr"
 		if cfg.PeerAdvertise != "" && cfg.PeerAddr != "" {
 			name = "peer-advertise"

@@ -23,12 +23,16 @@ type countingObserver struct {
 	dlq                                                       map[string]int
 }
 
-func (o *countingObserver) OnProcessed(int32, time.Duration) { o.mu.Lock(); o.processed++; o.mu.Unlock() }
-func (o *countingObserver) OnSkipped(int32)                  { o.mu.Lock(); o.skipped++; o.mu.Unlock() }
-func (o *countingObserver) OnExpired(int32)                  { o.mu.Lock(); o.expired++; o.mu.Unlock() }
-func (o *countingObserver) OnTooOld(int32)                   { o.mu.Lock(); o.tooOld++; o.mu.Unlock() }
-func (o *countingObserver) OnHandlerError()                  { o.mu.Lock(); o.handlerErrs++; o.mu.Unlock() }
-func (o *countingObserver) OnRekeyed()                       { o.mu.Lock(); o.rekeyed++; o.mu.Unlock() }
+func (o *countingObserver) OnProcessed(int32, time.Duration) {
+	o.mu.Lock()
+	o.processed++
+	o.mu.Unlock()
+}
+func (o *countingObserver) OnSkipped(int32) { o.mu.Lock(); o.skipped++; o.mu.Unlock() }
+func (o *countingObserver) OnExpired(int32) { o.mu.Lock(); o.expired++; o.mu.Unlock() }
+func (o *countingObserver) OnTooOld(int32)  { o.mu.Lock(); o.tooOld++; o.mu.Unlock() }
+func (o *countingObserver) OnHandlerError() { o.mu.Lock(); o.handlerErrs++; o.mu.Unlock() }
+func (o *countingObserver) OnRekeyed()      { o.mu.Lock(); o.rekeyed++; o.mu.Unlock() }
 func (o *countingObserver) OnDeadLettered(reason string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

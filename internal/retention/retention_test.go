@@ -1,4 +1,4 @@
-package processor
+package retention
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
 // warnings is a slog.Handler that counts Warn records and signals the first.
@@ -58,22 +59,22 @@ func serveMetadata(t *testing.T, live *sarama.MockBroker, addr string, id int32)
 
 // DescribeConfigs goes to any broker of the metadata; right after a SIGKILL
 // that can be the dead one. The check must retry, not exit.
-func TestCheckRetentionWaitsOutADeadBroker(t *testing.T) {
+func TestCheckWaitsOutADeadBroker(t *testing.T) {
 	dead := sarama.NewMockBroker(t, 2)
 	dead.Close() // its port refuses connections now
 	live := sarama.NewMockBroker(t, 1)
 	defer live.Close()
 	serveMetadata(t, live, dead.Addr(), 2)
 	warn := newWarnings()
-	cfg := Config{Brokers: []string{live.Addr()}, Logger: slog.New(warn)}
+	brokers, log := []string{live.Addr()}, slog.New(warn)
 	topo := &dedup.Topology{Inputs: []string{"orders"}, Retention: time.Hour}
 
 	done := make(chan error, 1)
-	go func() { done <- CheckRetention(context.Background(), cfg, topo, false) }()
+	go func() { done <- Check(context.Background(), brokers, saramaConfig(), log, nil, topo, false) }()
 	select {
 	case <-warn.first: // the first attempt hit the dead broker
 	case err := <-done:
-		t.Fatalf("CheckRetention returned before any retry: %v", err)
+		t.Fatalf("Check returned before any retry: %v", err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("no retry logged within 30s")
 	}
@@ -81,10 +82,10 @@ func TestCheckRetentionWaitsOutADeadBroker(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("CheckRetention: %v", err)
+			t.Fatalf("Check: %v", err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("CheckRetention still running 30s after the dead broker left the metadata")
+		t.Fatal("Check still running 30s after the dead broker left the metadata")
 	}
 	if got := warn.list(); !strings.Contains(got[0], "retrying") {
 		t.Errorf("first warning %q, want a retry", got[0])
@@ -93,15 +94,15 @@ func TestCheckRetentionWaitsOutADeadBroker(t *testing.T) {
 
 // A retention shorter than the topic's under --strict-retention is a
 // configuration error: refused at once, nothing retried.
-func TestCheckRetentionStrictRefusesAtOnce(t *testing.T) {
+func TestCheckStrictRefusesAtOnce(t *testing.T) {
 	live := sarama.NewMockBroker(t, 1)
 	defer live.Close()
 	serveMetadata(t, live, live.Addr(), 1)
 	warn := newWarnings()
-	cfg := Config{Brokers: []string{live.Addr()}, Logger: slog.New(warn)}
+	brokers, log := []string{live.Addr()}, slog.New(warn)
 	topo := &dedup.Topology{Inputs: []string{"orders", "orders-retry"}, Retention: time.Second}
 
-	err := CheckRetention(context.Background(), cfg, topo, true)
+	err := Check(context.Background(), brokers, saramaConfig(), log, nil, topo, true)
 	want := `--retention 1s is shorter than retention.ms of input topics "orders" (5s), "orders-retry" (5s)`
 	if err == nil || !strings.Contains(err.Error(), "refused by --strict-retention") || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v, want a refusal saying %q", err, want)
@@ -131,4 +132,10 @@ func TestKeptLonger(t *testing.T) {
 			}
 		})
 	}
+}
+
+func saramaConfig() *sarama.Config {
+	sc := sarama.NewConfig()
+	sc.Version = kafkautil.SaramaVersion
+	return sc
 }

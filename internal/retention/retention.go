@@ -1,19 +1,23 @@
-package processor
+// Package retention compares a group's dedup retention with its input
+// topics' retention.ms at the worker's start.
+package retention
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/internal/metrics"
 )
 
-// CheckRetention compares the topology's retention with the retention.ms of
+// Check compares the topology's retention with the retention.ms of
 // each of its input topics. A dedup retention shorter than a topic's means a
 // replay of the oldest events still on that topic finds their seen records
 // already expired: they are processed again. So every input must fit, and
@@ -21,20 +25,13 @@ import (
 // input that does not fit. It logs a warning, or with strict refuses (the
 // worker's --strict-retention). Reading retention.ms waits out a broker that
 // is down; the comparison itself is configuration and fails at once. It
-// needs DescribeConfigs on the input topics. cfg gives the brokers, security
-// and logger, and with a Registerer it exports the retentions
-// (metrics.SetRetention), so an alert can tell too.
-func CheckRetention(ctx context.Context, cfg Config, topo *dedup.Topology, strict bool) error {
-	cfg.setDefaults()
-	log := cfg.Logger
-	c := sarama.NewConfig()
-	c.Version = kafkautil.SaramaVersion
-	if err := cfg.Security.Apply(c); err != nil {
-		return err
-	}
+// needs DescribeConfigs on the input topics, through a client of sc. With
+// a Registerer it exports the retentions (metrics.SetRetention), so an
+// alert can tell too.
+func Check(ctx context.Context, brokers []string, sc *sarama.Config, log *slog.Logger, reg prometheus.Registerer, topo *dedup.Topology, strict bool) error {
 	retention := topo.Retention
 	var inputs []topicRetention
-	err := kafkautil.WithAdmin(ctx, log, "retention check", cfg.Brokers, c, kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
+	err := kafkautil.WithAdmin(ctx, log, "retention check", brokers, sc, kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {
 		inputs = inputs[:0] // a retried attempt reads every input again
 		for _, input := range topo.Inputs {
 			r, infinite, err := kafkautil.TopicRetention(admin, input)
@@ -48,9 +45,9 @@ func CheckRetention(ctx context.Context, cfg Config, topo *dedup.Topology, stric
 	if err != nil {
 		return err
 	}
-	if cfg.Registerer != nil {
+	if reg != nil {
 		for _, in := range inputs {
-			metrics.SetRetention(cfg.Registerer, topo.Group, in.topic, retention, in.retention, in.infinite)
+			metrics.SetRetention(reg, topo.Group, in.topic, retention, in.retention, in.infinite)
 		}
 	}
 	longer := keptLonger(retention, inputs)

@@ -1,0 +1,22 @@
+// Package faults lets the project's tests stop a runtime at a chosen point,
+// as a crash there would, through the context they start it with: the
+// public configuration carries no fault hooks.
+package faults
+
+import "context"
+
+type beforeCommitKey struct{}
+
+// WithBeforeCommit returns ctx carrying fn. A runtime built with it (the
+// exactly-once processor, a re-drive) calls fn after a transaction's records
+// were sent and before its offsets and commit; an error makes it stop dead
+// there, as if the process crashed.
+func WithBeforeCommit(ctx context.Context, fn func() error) context.Context {
+	return context.WithValue(ctx, beforeCommitKey{}, fn)
+}
+
+// BeforeCommit is the fn ctx carries, or nil.
+func BeforeCommit(ctx context.Context) func() error {
+	fn, _ := ctx.Value(beforeCommitKey{}).(func() error)
+	return fn
+}
