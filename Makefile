@@ -69,20 +69,20 @@ vet:
 	    '!($(DEADCODE_KEEP)) { print $$3 ": unreachable func: " $$2; n++ } END { exit n > 0 }'; \
 	done
 
-# go test runs under internal/testsummary: the output plain go test prints, then
-# a table of passed, skipped and failed tests per package and why each skipped
-# test skipped (integration tests skip without a broker, where plain go test
-# says only "ok"). It exits with go test's status. Built, not `go run`: that
-# turns every failing status into 1.
-TESTSUMMARY := bin/testsummary
+# go test runs under gotestsum (pinned in internal/tools/go.mod): a line per
+# package as it ends and the whole output of each failing test; then each
+# skipped test with its output, normally its t.Skip reason (integration tests
+# skip without a broker, where plain go test says only "ok"), each failed test
+# with its output, a DONE line with the counts, and last a table of passed,
+# skipped and failed tests per package (internal/tools/pkgtable.awk over the
+# events gotestsum kept in bin/test.json). It exits with go test's status.
+GOTESTSUM = $(TOOL) gotestsum --format-icons text --format-hide-empty-pkg \
+  --jsonfile $(CURDIR)/bin/test.json --post-run-command 'awk -f "$(CURDIR)/internal/tools/pkgtable.awk"'
 # In a loop over $(MODULES) with the module directory in $$m.
-GOTEST      = $(TESTSUMMARY) -- $(GO) -C $$m test -json -count=1
-.PHONY: testsummary
-testsummary:
-	$(GO) build -o $(TESTSUMMARY) ./internal/testsummary
+GOTEST    = $(GOTESTSUM) --format pkgname-and-test-fails --raw-command -- $(GO) -C $$m test -json -count=1
 
 # Unit tier only: integration tests skip without KAFKA_BROKERS.
-unit: testsummary
+unit:
 	for m in $(MODULES); do $(GOTEST) $(TESTFLAGS) ./... || exit 1; done
 
 # Starts Kafka unless one is already running for this checkout, and stops it
@@ -92,7 +92,7 @@ unit: testsummary
 # TLS/SASL tests only if KAFKA_SECURE_BROKERS and the rest of `kafka.sh
 # secure-env`'s variables are set).
 # Then the multi-broker tests run against a three-node cluster of their own.
-test: vet testsummary test-rules
+test: vet test-rules
 	@set -e; \
 	if [ -n "$$KAFKA_BROKERS" ]; then \
 	  echo "make test: using KAFKA_BROKERS=$$KAFKA_BROKERS"; \
@@ -114,7 +114,7 @@ test: vet testsummary test-rules
 # The deployment artefacts (deploy/k8s, docker-compose.yml) checked against the
 # worker, alone (make test runs them as one of $(MODULES)). Needs no broker.
 .PHONY: test-deploy
-test-deploy: testsummary
+test-deploy:
 	m=deploy; $(GOTEST) ./...
 
 # The tests that need several brokers (a worker cut off from one broker only)
@@ -123,10 +123,11 @@ test-deploy: testsummary
 CLUSTER_KAFKA := KAFKA_NODES=3 KAFKA_PORT=11092 KAFKA_DATA=$(CURDIR)/.kafka-cluster $(KAFKA)
 CLUSTER_TESTS := ^TestPartialPartition
 .PHONY: test-cluster
-test-cluster: testsummary
+test-cluster:
 	@set -e; trap '$(CLUSTER_KAFKA) clean' EXIT; $(CLUSTER_KAFKA) up; \
 	KAFKA_BROKERS=$$($(CLUSTER_KAFKA) brokers) KAFKA_PROXY_ROUTES=$$($(CLUSTER_KAFKA) proxy-routes) \
-	  $(TESTSUMMARY) -v -- $(GO) test -json -count=1 -timeout 15m -run '$(CLUSTER_TESTS)' ./integration
+	  $(GOTESTSUM) --format standard-verbose --raw-command -- \
+	  $(GO) test -json -count=1 -timeout 15m -run '$(CLUSTER_TESTS)' ./integration
 
 # The alert rules of deploy/prometheus, with the promtool internal/tools/go.mod
 # pins (its first build takes minutes).

@@ -1,13 +1,16 @@
-// The linters `make vet` runs, and promtool, which `make test-rules` tests the
-// alert rules with, pinned here rather than in the library's go.mod so that
-// users of the library never inherit their requirements:
+// The linters `make vet` runs, promtool, which `make test-rules` tests the
+// alert rules with, and gotestsum, which the test targets run go test under
+// (pkgtable.awk here makes the per-package table they end with), pinned here
+// rather than in the library's go.mod so that users of the library never
+// inherit their requirements:
 //
 //	go tool -modfile=internal/tools/go.mod staticcheck ./...
 //
 // promtool comes from Prometheus' module at the version the Go proxy serves
 // for Prometheus 3.x (v0.3xx.y): it sets no version string, so `promtool
 // --version` prints none. Its first build takes minutes; the build cache
-// keeps it. Its requirements did not move those of the linters.
+// keeps it. Its requirements did not move those of the linters, nor did
+// gotestsum's (v1.13.0).
 //
 // The linters share one build list, so staticcheck is built with the
 // golang.org/x/tools that deadcode needs (newer than staticcheck's own
@@ -19,6 +22,7 @@ go 1.26.8
 tool (
 	github.com/prometheus/prometheus/cmd/promtool
 	golang.org/x/tools/cmd/deadcode
+	gotest.tools/gotestsum
 	honnef.co/go/tools/cmd/staticcheck
 )
 
@@ -61,6 +65,7 @@ require (
 	github.com/aws/smithy-go v1.28.5 // indirect
 	github.com/bboreham/go-loser v0.0.0-20230920113527-fcc2c21820a3 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/bitfield/gotestdox v0.2.2 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
@@ -71,6 +76,7 @@ require (
 	github.com/dennwc/varint v1.0.0 // indirect
 	github.com/digitalocean/godo v1.229.0 // indirect
 	github.com/distribution/reference v0.6.0 // indirect
+	github.com/dnephin/pflag v1.0.7 // indirect
 	github.com/docker/go-connections v0.8.2 // indirect
 	github.com/docker/go-units v0.5.0 // indirect
 	github.com/edsrzf/mmap-go v1.2.1-0.20241212181136-fad1cd13edbd // indirect
@@ -116,6 +122,7 @@ require (
 	github.com/google/go-querystring v1.2.0 // indirect
 	github.com/google/pprof v0.0.0-20261016150608-1facf8f91b50 // indirect
 	github.com/google/s2a-go v0.1.11 // indirect
+	github.com/google/shlex v0.0.0-20191202100458-e7afc7fbc510 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/googleapis/enterprise-certificate-proxy v0.3.23 // indirect
 	github.com/googleapis/gax-go/v2 v2.26.2 // indirect
@@ -219,6 +226,7 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/ini.v1 v1.67.2 // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect
+	gotest.tools/gotestsum v1.13.0 // indirect
 	honnef.co/go/tools v0.8.2 // indirect
 	k8s.io/api v0.37.1 // indirect
 	k8s.io/apimachinery v0.37.1 // indirect
