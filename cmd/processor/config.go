@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/examples/settlement/settle"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/processor"
 	"github.com/dedupkit/dedup/security"
@@ -113,7 +112,7 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.StringVar(&cfg.StaleEvents, "stale-events", string(dedup.StaleProcess), "unseen events older than --retention: process, skip or dead-letter")
 	fs.StringVar(&cfg.Rekey, "rekey", string(dedup.RekeyAlways), "always: loop events whose record key is not their dedup key to that key's partition; never: judge them in their own partition (only when every copy of an event has the same record key and, with several inputs, every input's producers partition alike; exactly-once only)")
 	fs.BoolVar(&cfg.StrictRetention, "strict-retention", false, "refuse to start when --retention is shorter than an input topic's retention.ms")
-	fs.StringVar(&cfg.Handler, "handler", "forward", "business handler: forward (dedup bridge) or settlements (example)")
+	fs.StringVar(&cfg.Handler, "handler", "forward", "business handler: forward (the dedup bridge: each event output unchanged); a handler of your own runs through the library")
 	fs.IntVar(&cfg.HandlerRetries, "handler-retries", dedup.DefaultHandlerRetries, "retries of a failing handler before the event is dead-lettered")
 	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", dedup.DefaultRetryBackoff, "pause before the first handler retry, doubled each time")
 	fs.IntVar(&cfg.Replication, "replication-factor", -1, "replication factor of topics the worker creates; -1 = broker default")
@@ -387,10 +386,8 @@ func handlerByName(name string) (dedup.Handler, error) {
 	switch name {
 	case "forward":
 		return dedup.Forward(), nil
-	case "settlements":
-		return settle.Handler("", ""), nil
 	}
-	return nil, fmt.Errorf("%q is not forward or settlements", name)
+	return nil, fmt.Errorf("%q is not forward (a handler of your own runs through the library: docs/library.md)", name)
 }
 
 func parseLevel(s string) (slog.Level, error) {
