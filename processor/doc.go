@@ -29,8 +29,6 @@
 // owner a restore. With standby replicas and re-keying, a member warming a
 // table up gets that partition's inputs first and forwards what the table
 // judges to the member that still holds it (engine.ErrTableElsewhere).
-// Goka's copartitioning strategy is listed second, the one a group agrees
-// on while a member of an earlier release is in it.
 //
 // # Restore (session.go, restore.go, store.go)
 //

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/lovoo/goka"
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/assign"
@@ -449,10 +448,8 @@ func consumerConfig(cfg *Config, name string) *sarama.Config {
 	c.Consumer.Return.Errors = true
 	// The sticky strategy keeps each member's partitions, up to its share,
 	// across a rebalance, so a member joining or leaving restores only the
-	// tables that move. Goka's strategy, second, is the one a group agrees
-	// on while members of a release that knows only goka's are in it; both
-	// give a member the same partitions of every topic.
-	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{assign.Sticky, goka.CopartitioningStrategy}
+	// tables that move.
+	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{assign.Sticky}
 	c.Consumer.Group.Session.Timeout = cfg.SessionTimeout
 	c.Consumer.Group.Heartbeat.Interval = heartbeatInterval(cfg.SessionTimeout)
 	// Static membership: a restarted instance gets its partitions back at
