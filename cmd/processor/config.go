@@ -236,8 +236,8 @@ func (cfg *Config) Validate() error {
 		bad("session-timeout", "%v: at least 1s (and within the broker's group.min/max.session.timeout.ms)", cfg.SessionTimeout)
 	}
 	if cfg.SessionTimeout != defaultSessionTimeout && cfg.Guarantee == BestEffort {
-		// Applied to goka's group, 3 s made its members drop each other:
-		// a goka member takes longer than that to leave a session in a
+		// A shorter timeout makes goka's members drop each other: a goka
+		// member can take longer than that to leave a session in a
 		// rebalance, is removed, and its rejoin starts the next rebalance.
 		bad("session-timeout", "%v: exactly-once only; goka's best-effort runtime keeps %v (shorter, its "+
 			"members dropped each other in endless rebalances: docs/reliability.md)", cfg.SessionTimeout, defaultSessionTimeout)
