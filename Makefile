@@ -35,9 +35,9 @@ build:
 
 # A cold build takes a minute or two, so it says so before it starts.
 demo:
-	@echo "make demo: building the worker (a minute or two the first time), then running it"
-	@$(MAKE) --no-print-directory -s build
-	bin/processor demo
+	@echo "make demo: building the demo (a minute or two the first time), then running it"
+	@$(GO) build -o bin/demo ./cmd/demo
+	bin/demo
 
 # The linters run at the versions internal/tools/go.mod pins, a module of its
 # own: their dependencies stay out of the library's go.mod (a `tool` directive

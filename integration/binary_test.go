@@ -127,8 +127,8 @@ func TestWorkerBinaryRejectsBadFlags(t *testing.T) {
 		{[]string{"run", "--brokers", "h:1", "--group", "g", "--input", "i", "--output", "o", "--key-type", "offset"}, `--key-type: "offset" is not`},
 		{[]string{"run", "--brokers", "h:1", "--group", "g", "--input", "i", "--output", "i"}, "--input:"},
 		{[]string{"run", "--brokers", "h:1", "--group", "g", "--input", "i", "--output", "o", "--retention", "-1h"}, "--retention:"},
-		{[]string{"run", "--brokers", "h:1", "--group", "g", "--input", "i", "--output", "o", "--guarantee", "at-least-once"},
-			`--guarantee: "at-least-once" was renamed "best-effort": goka's runtime can lose events on a crash or kill`},
+		{[]string{"run", "--brokers", "h:1", "--group", "g", "--input", "i", "--output", "o", "--guarantee", "at-most-once"},
+			`--guarantee: "at-most-once" is not exactly-once or best-effort`},
 	}
 	for _, tt := range tests {
 		out, err := exec.Command(bin, tt.args...).CombinedOutput()

@@ -7,10 +7,11 @@ import (
 )
 
 // A handler that calls a payment API or a database takes 100 ms to seconds
-// an event. A call that held the loop held the open transaction with it: a
-// batch of slow calls outlived the transaction timeout, the coordinator
-// aborted it, and the member took the same batch again; other instances
-// fenced the member as dead. Now the loop's work goes on while calls run:
+// an event. A call that held the loop would hold the open transaction with
+// it: a batch of slow calls would outlive the transaction timeout, the
+// coordinator abort it and the member take the same batch again, and other
+// instances would fence the member as dead. So the loop's work goes on
+// while calls run:
 // it commits on the commit interval, and a transaction holds only events
 // that are done. Topology.Concurrency says how many calls run at once. With
 // the default, one, the loop makes each call itself and a stand-in does its
@@ -34,8 +35,9 @@ import (
 
 // calls are the handler calls the loop has started and not yet finished,
 // owned by the loop goroutine. With a limit above one the calls run on the
-// session's workers, started as needed up to limit: a goroutine per call cost a fast handler a
-// tenth of its time in goroutine starts and stack growth. A worker takes a
+// session's workers, started as needed up to limit: a goroutine per call
+// would cost a fast handler a good part of its time in goroutine starts and
+// stack growth. A worker takes a
 // flight from jobs, runs its handler and sends it back on results; both
 // have room for every call, so neither side ever blocks. The loop finishes
 // each call (member.finishCall), waits for all before its session ends,

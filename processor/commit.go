@@ -12,10 +12,9 @@ import (
 
 // A transaction's commit has a Kafka part and a LevelDB part. The Kafka part
 // (waiting for the last acknowledgements, adding the consumed offsets,
-// EndTxn) is a few round trips to the broker, and the loop used to stand
-// still through them: about a third of its time on this machine. Now it runs
-// in a goroutine (pendingCommit) while the loop goes on processing the next
-// messages. What they produce is held back in member.staged, not sent: the
+// EndTxn) is a few round trips to the broker, a large share of the loop's
+// time if it stood still through them. So it runs in a goroutine
+// (pendingCommit) while the loop goes on processing the next messages. What they produce is held back in member.staged, not sent: the
 // producer cannot begin the next transaction before EndTxn returned, and a
 // record sent too early would join the committing transaction. Their table
 // writes go to a fresh overlay over the sealed one (store.Seal). Once Kafka

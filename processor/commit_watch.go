@@ -7,11 +7,11 @@ import "time"
 // route gone on one host), its heartbeats keep its partitions while the
 // records it sent to that broker's partitions are never acknowledged, and
 // sarama neither fails them nor lets the transaction end: AbortTxn and
-// Close wait for in-flight records too. In a test that cut one broker off
-// for 150 s the member logged nothing about it and its partitions stood
-// still; the coordinator had aborted its transaction after the transaction
-// timeout, and only when the broker was back did the member learn it was
-// fenced and start over. The watcher below does not end such a commit (the
+// Close wait for in-flight records too. Unwatched, the member would log
+// nothing about it while its partitions stand still; the coordinator aborts
+// its transaction after the transaction timeout, and only when the broker
+// is back does the member learn it was fenced and start over. The watcher
+// below does not end such a commit (the
 // hung producer cannot be closed), it says so: every transaction timeout
 // while one commit runs, a warning naming the step it waits in, and
 // dedup_commit_stalls_total for alerts.

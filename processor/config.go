@@ -214,9 +214,8 @@ func (c *Config) Validate() error {
 // waiting for their commit is well past that; five minutes leaves an operator time to see the alert before
 // the orchestrator restarts the worker. A rebalance or a broker failover
 // aborts the transaction in flight and the next one commits; five in a row
-// means every one fails, and is about three seconds of a record that aborts
-// every transaction (26 aborts in 16 s in one run of
-// TestHealthOfAWorkerThatCannotCommit).
+// means every one fails, and take a few seconds when a record aborts every
+// transaction (TestHealthOfAWorkerThatCannotCommit).
 //
 // A long commit interval raises the ready bound's default to the interval
 // plus the transaction timeout (records wait for the interval's end, then

@@ -29,8 +29,6 @@
 // owner a restore. With standby replicas and re-keying, a member warming a
 // table up gets that partition's inputs first and forwards what the table
 // judges to the member that still holds it (engine.ErrTableElsewhere).
-// Goka's copartitioning strategy is listed second, the one a group agrees
-// on while a member of an earlier release is in it.
 //
 // # Restore (session.go, restore.go, store.go)
 //
@@ -93,7 +91,7 @@
 // Every commit interval, or when a transaction holds MaxBatch records, the
 // loop seals the overlays and starts the commit in a goroutine: wait for the
 // produce acknowledgements, AddOffsetsToTxn with the live session's group
-// metadata (so a fenced member's offsets are refused too), EndTxn. Only then
+// metadata (so a fenced member's offsets are refused as well), EndTxn. Only then
 // are the sealed overlays written to LevelDB, with the changelog offset each
 // reached; the loop goes on processing meanwhile, holding what it produces
 // back (member.staged) until the commit returned. A crash at any point

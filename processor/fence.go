@@ -21,8 +21,8 @@ import (
 // offset and its pending offset commit: the member that takes the dead one's
 // partitions over cannot read their committed offsets (sarama's offset fetch
 // asks for stable offsets) nor restore their tables past it. After a
-// kill -9 that is not followed by a restart on the same identity, this was
-// the larger part of the takeover's pause.
+// kill -9 that is not followed by a restart on the same identity, this
+// would be the larger part of the takeover's pause.
 //
 // The group leader closes that gap when it plans the new assignment: every
 // transactional ID of the group's members (<group>-<instance>-<thread>) that

@@ -14,8 +14,7 @@ import (
 // background (closeLater), and every open of a partition's store first
 // waits for its close (awaitClosed). (A member whose session timed out
 // while it still holds a store in its loop has not kept it yet: another
-// member's open fails on LevelDB's lock, and the rejoin retries, as before
-// stores were kept.)
+// member's open fails on LevelDB's lock, and the rejoin retries.)
 type keptStores struct {
 	mu     sync.Mutex
 	stores map[int32]keptStore

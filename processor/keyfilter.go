@@ -20,8 +20,8 @@ import (
 // first-seen event), and a LevelDB miss is not cheap: it searches both
 // memtables and, for each table file that may hold the key (every level-0
 // file, one per deeper level), an index block and that file's own filter.
-// In the profile of a 1M-event run those lookups were a fifth of the
-// worker's CPU. One hash and a few bit tests answer "certainly absent" for
+// Without a filter those lookups are a large share of the worker's CPU.
+// One hash and a few bit tests answer "certainly absent" for
 // all but a few percent of the misses.
 //
 // Only "absent" is trusted. The store keeps the invariant that every key in

@@ -233,11 +233,9 @@ const handBatch = 64
 
 // ConsumeClaim prepares the claim's messages and hands them to the loop in
 // batches: a message and whatever else the claim has buffered, up to
-// handBatch. One channel operation and at most one wake-up of the loop per
-// batch instead of per message raised the worker's throughput and cut its
-// CPU per event (alternating pairs of default benchmark runs): the loop had
-// waited for the Go scheduler for about a third of its time, much of it
-// after being woken per message.
+// handBatch: one channel operation and at most one wake-up of the loop per
+// batch instead of per message, because a loop woken per message spends
+// much of its time waiting for the Go scheduler.
 func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	var keys headerKeys // this goroutine's own: interning is not shared
 	progress := m.claimProgress(claim)
@@ -298,8 +296,8 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 // prepare does what needs no table on the claim's goroutine, one per
 // partition, instead of in the loop, the one goroutine that owns the tables
 // and commits: the key and header conversions and the topology's Prepare
-// (the envelope decode), 1.4-1.5 us of the 4.7-5.5 us an event took in the
-// loop (BenchmarkProcess/prepare and /rekey-owned), so the loop's time goes
+// (the envelope decode), a large part of an event's cost in the loop
+// (BenchmarkProcess/prepare against /rekey-owned), so the loop's time goes
 // to the table.
 func (m *member) prepare(keys *headerKeys, msg *sarama.ConsumerMessage) inbound {
 	return inbound{msg: msg, prep: engine.Prepare(m.topo, dedup.Record{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset,
@@ -487,7 +485,7 @@ func (m *member) queueLoop(partition int32, key string, value []byte, headers []
 
 // record is a produced record with its key and value encoders in one
 // allocation: as separate interface values they cost two more per record
-// (23 to 19 allocations per event in BenchmarkProcess/norekey).
+// (BenchmarkProcess/norekey reports the allocations per event).
 type record struct {
 	msg   sarama.ProducerMessage
 	key   sarama.StringEncoder

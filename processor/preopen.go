@@ -11,13 +11,13 @@ import (
 	"github.com/dedupkit/dedup/internal/tablefile"
 )
 
-// A worker restarted after a kill -9 opened its stores only once the group
-// had handed it its partitions: each LevelDB open replays the journal the
-// kill left and writes it out as a table, 60-150 ms per store of 860k seen
-// IDs with four at once on a 2-core machine, while the partitions waited. A static member
-// that rejoins gets the partitions it had, so the member notes them in the
-// state dir at each Setup (claimed-<member>), and a restarted Processor opens
-// those stores while its producers start and its members join. The stores
+// Each LevelDB open after a kill -9 replays the journal the kill left and
+// writes it out as a table, which takes a while for a large store; opened
+// only once the group has handed the partitions over, the partitions would
+// wait for it. A static member that rejoins gets the partitions it had, so
+// the member notes them in the state dir at each Setup (claimed-<member>),
+// and a restarted Processor opens those stores while its producers start
+// and its members join. The stores
 // go to the kept ones (keptStores) as if the member had kept them from a
 // session: Setup takes those it claims again and closes the others. A note
 // that is missing, unreadable or out of date costs only the head start.
@@ -69,8 +69,8 @@ func loadClaimed(path string) []int32 {
 // each member waits for in its first Setup and before it closes its
 // stores. Their key filter builds wait, as after every Setup, until each
 // member's partitions process again (scanpace.go): builds started by the
-// opens slowed the producers' start and the join on a 2-core machine, and
-// a kill -9 and restart with 1M seen IDs paused 2.4 s instead of 1.5.
+// opens would compete for the CPU with the producers' start and the join,
+// and lengthen the pause a restart causes.
 func (p *Processor) startPreopen() {
 	done := make(chan struct{})
 	for _, m := range p.members {

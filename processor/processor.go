@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/lovoo/goka"
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/assign"
@@ -444,10 +443,8 @@ func consumerConfig(cfg *Config, name string) *sarama.Config {
 	c.Consumer.Return.Errors = true
 	// The sticky strategy keeps each member's partitions, up to its share,
 	// across a rebalance, so a member joining or leaving restores only the
-	// tables that move. Goka's strategy, second, is the one a group agrees
-	// on while members of a release that knows only goka's are in it; both
-	// give a member the same partitions of every topic.
-	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{assign.Sticky, goka.CopartitioningStrategy}
+	// tables that move.
+	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{assign.Sticky}
 	c.Consumer.Group.Session.Timeout = cfg.SessionTimeout
 	c.Consumer.Group.Heartbeat.Interval = heartbeatInterval(cfg.SessionTimeout)
 	// Static membership: a restarted instance gets its partitions back at
@@ -459,12 +456,11 @@ func consumerConfig(cfg *Config, name string) *sarama.Config {
 // maxHeartbeat bounds the heartbeat interval. Under the eager protocol a
 // rebalance waits until every member has heard of it, at its next
 // heartbeat, and has rejoined; the members that heard first stand still
-// meanwhile. sarama's usual third of the session timeout made a scale-in or
-// a takeover wait up to 2-3 s more at the default 10 s. A join with standby
-// replicas rebalances twice (the join, then the hand-over once the new
-// member warmed up), and the partitions that did not move stalled 1.1-1.2 s
-// each time with 0.5 s; a quarter of a second costs the coordinator four
-// small requests a second per member.
+// meanwhile. So the interval adds to the pause of every scale-in and
+// takeover, and twice to a join with standby replicas (the join, then the
+// hand-over once the new member warmed up), where sarama's usual third of
+// the session timeout would add seconds. A quarter of a second costs the
+// coordinator four small requests a second per member.
 const maxHeartbeat = 250 * time.Millisecond
 
 // heartbeatInterval is a fifth of the session timeout, at most maxHeartbeat.
@@ -500,13 +496,13 @@ func producerConfig(cfg *Config, name string) *sarama.Config {
 // markers, which answers CONCURRENT_TRANSACTIONS, usually for a few
 // milliseconds and sometimes for a few hundred. The wait past the moment the
 // markers are written is added to every event of the transaction, so it must
-// stay short: a flat 100 ms backoff made it most of an event's latency
-// (KAFKA-5482), and doubling up to 200 ms overshot a 300 ms marker write by
-// up to 160 ms (seen as p99 500-900 ms in short latency runs). The Java
+// stay short: a flat 100 ms backoff would make it most of an event's latency
+// (KAFKA-5482), and a doubling one overshoots the end of a slow marker write
+// by up to its last wait, which shows in the latency's tail. The Java
 // client retries this case after 20 ms. After txnQuickRetries the error is
 // more likely a coordinator that moved or a broker that died, where 200 ms
 // spares the recovering cluster; txnRetries keeps the whole budget about
-// 20 s, as before.
+// 20 s.
 func txnBackoff(retries, _ int) time.Duration {
 	if retries < txnQuickRetries {
 		return min(5*time.Millisecond<<retries, 20*time.Millisecond)

@@ -9,16 +9,15 @@ import (
 
 // A member holds the Processor's background work (key filter builds and
 // standby opens, scanpace.go) from its Setup until its partitions process
-// again. The first commit after the restores used to end the hold, but that
-// transaction holds the records of the claims whose fetches came back first:
-// a worker restarted with standbys committed three of its eight partitions
-// first, then opened and caught up four standbys while the other five waited
-// for a commit that took 480 ms instead of 100. So the hold ends once every
-// claimed partition has resumed: a commit since the Setup took its offset, or
-// it has nothing to process (its claim's high-water mark is at most the
-// commit marker beyond the next offset to process). resumeHoldMax bounds it
-// for a partition whose records stay out of reach (a transaction another
-// producer left open pins its last stable offset until it ends).
+// again. The first commit after the restores is not enough to end it: that
+// transaction holds the records of the claims whose fetches came back first,
+// and background work released then slows the commit the other partitions
+// still wait for. So the hold ends once every claimed partition has
+// resumed: a commit since the Setup took its offset, or it has nothing to
+// process (its claim's high-water mark is at most the commit marker beyond
+// the next offset to process). resumeHoldMax bounds it for a partition
+// whose records stay out of reach (a transaction another producer left
+// open pins its last stable offset until it ends).
 
 // resumeHoldMax is the longest a member holds the background work after its
 // partitions were restored.

@@ -5,14 +5,13 @@ import (
 	"time"
 )
 
-// A worker restarted on 10M seen IDs opens its stores and builds their key
-// filters in the background (keyfilter.go): four scans of 830k keys each,
-// all at once. They took 87% of both cores of a 2-core machine for about
-// 3 s, and processing, the producer and the broker on the same machine
-// starved: the restarted worker's first transactions waited seconds for
-// acknowledgements, and its partitions paused 3-4 s instead of 1. Until a
-// store's filter is built its lookups read LevelDB, which is slower but
-// correct, so a build can wait and go slowly.
+// A restarted worker opens its stores and builds their key filters in the
+// background (keyfilter.go): one full scan of the keys per store. Run all at
+// once and unpaced, the scans take most of the CPU for a while, and
+// processing, the producer and a broker on the same machine starve: the
+// first transactions wait for acknowledgements and the partitions pause
+// longer. Until a store's filter is built its lookups read LevelDB, which is
+// slower but correct, so a build can wait and go slowly.
 //
 // scanPacer makes the background builds of a Processor wait while one of
 // its members is back from a rebalance and not every partition it claimed

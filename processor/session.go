@@ -11,19 +11,16 @@ import (
 	"github.com/dedupkit/dedup/internal/tablefile"
 )
 
-// A rebalance used to close every store of the member in Cleanup and to
-// open and restore each claimed partition's store, one after the other, in
-// Setup. Opening a store scanned all its keys for the key filter before it
-// returned, so every partition stopped as long as the member took to reopen
-// all of them: a fourth worker joining three that held 10M seen IDs stopped
-// the group for about 12 s. (The scan runs in the background, but lookups
-// read LevelDB until it ended.) sarama's eager protocol revokes every
-// partition at each rebalance, so the member cannot go on processing
-// through one, but it can keep its stores:
+// Closing every store of the member in Cleanup and opening and restoring
+// each claimed partition's store again in Setup, one after the other, would
+// stop every partition for as long as the member takes to reopen all of
+// them, and a reopened store reads LevelDB until its key filter is rebuilt.
+// sarama's eager protocol revokes every partition at each rebalance, so the
+// member cannot go on processing through one, but it can keep its stores:
 //
 //   - Cleanup keeps the stores open (member.kept) once the loop stopped: its
 //     last transaction is committed or aborted, so nothing uncommitted is in
-//     them. A store LevelDB found damaged is deleted as before.
+//     them. A store LevelDB found damaged is deleted.
 //   - Setup closes the kept stores of partitions it did not get, starts one
 //     restore per claimed partition (at most restoreParallel at once) and
 //     returns. A kept store is not reopened and its key filter not rebuilt.
@@ -48,10 +45,9 @@ const restoreParallel = 4
 
 // restoreBudget is the memory one running restore is given when the Go
 // runtime has a memory limit (a container's, see memlimit): its fetch
-// responses, memtables, write batches and the garbage they leave. A worker
-// holding 10M seen IDs under a 200 MB cgroup limit peaked at 185 MiB
-// restoring one partition at a time, and the kernel killed it restoring
-// four at once.
+// responses, memtables, write batches and the garbage they leave. A large
+// table restored restoreParallel partitions at a time can outgrow a small
+// container's limit, while one at a time fits.
 const restoreBudget = 160 << 20
 
 // restoreSlots is how many restores run at once: restoreParallel without a

@@ -16,8 +16,8 @@ import (
 // Standby replicas (Config.StandbyReplicas) are copies of other members'
 // table partitions, kept up to date by tailing their changelogs. Without
 // them a partition that changes owner is restored from the whole changelog
-// before it processes again: about 25 s for 830k seen IDs on a 2-core
-// machine. With them:
+// before it processes again, which takes long for a large table (restore
+// times: docs/benchmarks-failover.md). With them:
 //
 //   - the group's leader places the standbys (internal/assign): never on
 //     the owner's process, first where a copy is already, then where
@@ -216,11 +216,10 @@ func (m *member) tail(ctx context.Context, t *standbyTask) {
 	caughtUp := false
 	for ctx.Err() == nil {
 		if t.store == nil {
-			// A restarted worker opened its standbys' stores and built their
-			// key filters while it restored its own partitions, and its
-			// restart paused those about 2 s longer than without standbys.
-			// A standby opened from disk waits until the member's own
-			// partitions process again.
+			// Opening a standby's store and building its key filter while
+			// the member restores its own partitions would lengthen their
+			// pause, so a standby opened from disk waits until the member's
+			// own partitions process again.
 			if !m.awaitLive(ctx) || !m.kept.awaitClosed(ctx, t.p) {
 				return
 			}
@@ -310,11 +309,11 @@ func (m *member) catchUp(ctx context.Context, p int32, s *store) (lag, n int64, 
 		return lag, n, err
 	}
 	// A bulk read competes for the CPU with processing: a worker that
-	// lost a peer at 10M seen IDs got new standbys of 830k records each
-	// and its partitions, the ones it had just taken over too, stalled
-	// for 17-22 s while all of them read at once. So, while the member
-	// owns partitions, one bulk read at a time per process and a rest
-	// after each chunk as long as the chunk took: at most half a core.
+	// lost a peer gets new standbys, and its partitions, the ones it has
+	// just taken over too, would stall while all of them read at once.
+	// So, while the member owns partitions, one bulk read at a time per
+	// process and a rest after each chunk as long as the chunk took: at
+	// most half a core.
 	// A member warming up with nothing to process reads at full speed.
 	if !m.standby.awaitWarmups(ctx, p) {
 		return 0, 0, ctx.Err()
@@ -339,11 +338,10 @@ func (m *member) catchUp(ctx context.Context, p int32, s *store) (lag, n int64, 
 // that owns no partition (idle: it joined and waits for them) reads beside
 // the other warm-ups, as a takeover's restores do: nothing of the member
 // waits on its CPU, and the join hands the partitions over only once the
-// last warm-up caught up, so one after another made a join wait for the
-// sum of them. Side by side they use the cores a restore alone leaves
-// idle: three restores of 850k seen IDs took 2.8 s against 3.1-3.4 s on
-// an otherwise idle 2-core machine (on a saturated one the CPU bounds
-// both). Any other bulk read takes the process's one bulk slot.
+// last warm-up caught up, so one after another would make a join wait for
+// the sum of them. Side by side they use the CPU a restore alone leaves idle
+// while it waits on fetches and writes (on a saturated machine the CPU
+// bounds both). Any other bulk read takes the process's one bulk slot.
 func (st *standbyTasks) bulkSlot(ctx context.Context, p int32, idle bool) (release func(), ok bool) {
 	st.mu.Lock()
 	t := st.tasks[p]
@@ -362,9 +360,9 @@ func (st *standbyTasks) bulkSlot(ctx context.Context, p int32, idle bool) (relea
 
 // awaitWarmups makes the bulk read of partition p's standby wait, unless
 // it is a warm-up, until every warm-up standby of the process caught up:
-// a joining worker takes its share only once its warm-ups did, and with
-// its other standbys read first, in any order, a join at 2M seen IDs
-// waited 8-12 s for six standbys instead of three. False when ctx ended.
+// a joining worker takes its share only once its warm-ups did, and its
+// other standbys read first, in any order, would make the join wait for
+// them too. False when ctx ended.
 func (st *standbyTasks) awaitWarmups(ctx context.Context, p int32) bool {
 	for st.waitsForWarmups(p) {
 		if !sleep(ctx, heldPoll) {

@@ -9,8 +9,9 @@ import (
 )
 
 // With Concurrency 1 (the default) the loop makes each handler call itself:
-// handing every call to a worker goroutine and back cost a fast handler a
-// third of its throughput in goroutine switches and wake-ups. But a call can
+// handing every call to a worker goroutine and back would cost a fast
+// handler a large share of its throughput in goroutine switches and
+// wake-ups. But a call can
 // take seconds, and the loop's own work must go on meanwhile: taking the
 // producer's acknowledgements, committing on the commit interval (a
 // transaction must hold only events that are done, and never stay open

@@ -71,13 +71,13 @@ type store struct {
 //
 // No block cache. With one, goleveldb keeps each table file's index and
 // bloom filter blocks in the same LRU as its data blocks, and lookups of
-// late duplicates, spread at random over the whole table, evicted them: a
-// LevelDB hit re-read and decompressed the index and filter blocks of every
-// table it searched (about 60 µs per hit over 1M IDs, three quarters of it
-// in those reads). Without a block cache goleveldb pins the index and
-// filter blocks of its open tables instead and reads data blocks through
-// the OS page cache: about 16 µs per hit, and the bench's hold of 10M seen
-// IDs measured 146 MiB RSS instead of 165 with the 16 MiB cache.
+// late duplicates, spread at random over the whole table, evict them: a
+// LevelDB hit then re-reads and decompresses the index and filter blocks of
+// every table it searches, most of the hit's cost. Without a block cache
+// goleveldb pins the index and filter blocks of its open tables instead and
+// reads data blocks through the OS page cache: hits are several times
+// cheaper, and the worker's resident memory smaller than with the 16 MiB
+// cache.
 //
 // A bloom filter over the table records (tableFilter), because most
 // lookups that reach LevelDB are misses (key filter false positives, keys
@@ -85,27 +85,23 @@ type store struct {
 // memtables while processing, because a worker holds one store per
 // partition, goleveldb keeps two per store (the active one and a recycled
 // one, each with its skiplist beside it) and the Go heap grows to twice
-// what is live before it collects: at 12 partitions the worker's peak RSS
-// was about 270 MiB with 2 MiB memtables and 225 MiB with 1 MiB
-// (`bench run -contenders exactly-once-100ms-norekey`, 1M events), and
-// goleveldb's 4 MiB default cost about 100 MiB more than 2 MiB. Smaller
-// memtables flush and compact more often: 2M random IDs into 12 stores
-// took 9% more CPU at 1 MiB than at 2 MiB (0.8 µs per event), 4-5% of the
-// worker's CPU per event. A restore writes a whole changelog at once, and
-// at most restoreParallel run at once: it gets goleveldb's default size (146k
-// records/s instead of 115k at 2 MiB). No compactions triggered by reads
+// what is live before it collects, so the memtable size, times the
+// partitions, is a large part of the worker's peak memory. Smaller
+// memtables flush and compact more often, a few percent of the worker's CPU
+// per event; 1 MiB is the trade. A restore writes a whole changelog at
+// once, and at most restoreParallel run at once: it gets goleveldb's
+// default size, which writes faster. No compactions triggered by reads
 // (go-ethereum turns them off too): every first-seen event is a lookup that
-// misses through several table files, so reads kept triggering compactions;
-// without them compaction CPU halved and the worker spent 4% less CPU per
-// event (17.6 s per 1M instead of 18.4).
+// misses through several table files, so reads would keep triggering
+// compactions that cost CPU and save no lookups.
 //
 // A restore lets restoreL0Tables level-0 tables pile up before LevelDB
 // compacts them (goleveldb's default is 4). A changelog's keys come in
-// random order, so every level-0 table overlaps all of level 1, and each
-// compaction during the restore rewrote what the ones before it had
-// written: a partition restores with at most one compaction during it and
-// one after it, in the background. Writes slow down and stop only past
-// that pile (goleveldb's defaults: at 8 and 12 tables), so the first
+// random order, so every level-0 table overlaps all of level 1, and at the
+// default each compaction during the restore would rewrite what the ones
+// before it wrote: a partition restores with at most one compaction during
+// it and one after it, in the background. Writes slow down and stop only
+// past that pile (goleveldb's defaults: at 8 and 12 tables), so the first
 // commits of a partition just restored do not wait for that compaction.
 func storeOptions(writeBuffer int) *opt.Options {
 	o := &opt.Options{
@@ -131,9 +127,8 @@ const (
 // openStore opens a partition store for processing (storeWriteBuffer). It
 // does not read the stored keys: its key filter is built in the background
 // (startKeysBuild), paced by pace when not nil (scanpace.go), and until it
-// is swapped in every lookup reads LevelDB. A worker restarted on 10M seen
-// IDs waited about 4 s here before its restores started, when the open
-// scanned them.
+// is swapped in every lookup reads LevelDB. Scanning the keys here would
+// make a restarted worker wait for every scan before its restores start.
 func openStore(path string, expiry expiryFunc, pace *scanPacer) (*store, error) {
 	s := &store{path: path, expiry: expiry, pace: pace, overlay: map[string][]byte{}, base: map[string][]byte{}}
 	if err := s.open(storeWriteBuffer); err != nil {
@@ -349,8 +344,8 @@ func (s *store) write(layer, base map[string][]byte, changelogNext int64) (int64
 // sortedKeys returns layer's keys in order. LevelDB inserts a batch into its
 // memtable (a skip list) one record after another; in key order each
 // insert walks the nodes the previous one just touched, which are in the CPU
-// cache. A restore of 800,000 random event IDs (BenchmarkStoreRestore) took
-// about a fifth less CPU with its chunks sorted, the sort included.
+// cache, so a restore of random event IDs takes less CPU with its chunks
+// sorted, the sort included (BenchmarkStoreRestore).
 func sortedKeys(layer map[string][]byte) []string {
 	keys := make([]string, 0, len(layer))
 	for k := range layer {

@@ -48,8 +48,8 @@ import (
 // make a young transaction look old; only a transaction begun under
 // another coordinator (the coordinator moved since) mixes two brokers'
 // clocks, by their skew. A fencing in error costs a live member one
-// transaction, never an event. The first bound alone cost a kill -9 the
-// watch's detection (up to two polls) on top of the bound; the second
+// transaction, never an event. The first bound alone would add the watch's
+// detection (up to two polls) to the bound after a kill -9; the second
 // counts from the transaction's start. When another member of the group has
 // a transaction open at the same coordinator, and the watch looks again
 // when a transaction is about to be due, a kill -9 stalls the others for

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/examples/settlement/settle"
 	"github.com/dedupkit/dedup/internal/checks"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/processor"
@@ -113,7 +112,7 @@ func (cfg *Config) flags(name string) *flag.FlagSet {
 	fs.StringVar(&cfg.StaleEvents, "stale-events", string(dedup.StaleProcess), "unseen events older than --retention: process, skip or dead-letter")
 	fs.StringVar(&cfg.Rekey, "rekey", string(dedup.RekeyAlways), "always: loop events whose record key is not their dedup key to that key's partition; never: judge them in their own partition (only when every copy of an event has the same record key and, with several inputs, every input's producers partition alike; exactly-once only)")
 	fs.BoolVar(&cfg.StrictRetention, "strict-retention", false, "refuse to start when --retention is shorter than an input topic's retention.ms")
-	fs.StringVar(&cfg.Handler, "handler", "forward", "business handler: forward (dedup bridge) or settlements (example)")
+	fs.StringVar(&cfg.Handler, "handler", "forward", "business handler: forward (the dedup bridge: each event output unchanged); a handler of your own runs through the library")
 	fs.IntVar(&cfg.HandlerRetries, "handler-retries", dedup.DefaultHandlerRetries, "retries of a failing handler before the event is dead-lettered")
 	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", dedup.DefaultRetryBackoff, "pause before the first handler retry, doubled each time")
 	fs.IntVar(&cfg.Replication, "replication-factor", -1, "replication factor of topics the worker creates; -1 = broker default")
@@ -237,8 +236,8 @@ func (cfg *Config) Validate() error {
 		bad("session-timeout", "%v: at least 1s (and within the broker's group.min/max.session.timeout.ms)", cfg.SessionTimeout)
 	}
 	if cfg.SessionTimeout != defaultSessionTimeout && cfg.Guarantee == BestEffort {
-		// Applied to goka's group, 3 s made its members drop each other:
-		// a goka member takes longer than that to leave a session in a
+		// A shorter timeout makes goka's members drop each other: a goka
+		// member can take longer than that to leave a session in a
 		// rebalance, is removed, and its rejoin starts the next rebalance.
 		bad("session-timeout", "%v: exactly-once only; goka's best-effort runtime keeps %v (shorter, its "+
 			"members dropped each other in endless rebalances: docs/reliability.md)", cfg.SessionTimeout, defaultSessionTimeout)
@@ -387,10 +386,8 @@ func handlerByName(name string) (dedup.Handler, error) {
 	switch name {
 	case "forward":
 		return dedup.Forward(), nil
-	case "settlements":
-		return settle.Handler("", ""), nil
 	}
-	return nil, fmt.Errorf("%q is not forward or settlements", name)
+	return nil, fmt.Errorf("%q is not forward (a handler of your own runs through the library: docs/library.md)", name)
 }
 
 func parseLevel(s string) (slog.Level, error) {

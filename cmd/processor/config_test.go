@@ -215,11 +215,9 @@ func TestParseConfigBestEffortTakesTheDefaultSessionTimeout(t *testing.T) {
 	}
 }
 
-// --guarantee takes the two names of what the runtimes give. The former name
-// of best-effort is refused, from the flag or the environment, with the
-// reason, so an old configuration fails at start instead of running on.
+// --guarantee takes the two names of what the runtimes give, from the flag
+// or the environment, and refuses any other.
 func TestParseConfigGuarantee(t *testing.T) {
-	renamed := `--guarantee: "at-least-once" was renamed "best-effort": goka's runtime can lose events on a crash or kill`
 	tests := []struct {
 		name    string
 		args    []string
@@ -231,8 +229,7 @@ func TestParseConfigGuarantee(t *testing.T) {
 		{"exactly-once", append(required, "--guarantee", "exactly-once"), nil, ExactlyOnce, ""},
 		{"best-effort", append(required, "--guarantee", "best-effort"), nil, BestEffort, ""},
 		{"best-effort from the environment", required, map[string]string{"PROCESSOR_GUARANTEE": "best-effort"}, BestEffort, ""},
-		{"at-least-once refused", append(required, "--guarantee", "at-least-once"), nil, "", renamed},
-		{"at-least-once refused from the environment", required, map[string]string{"PROCESSOR_GUARANTEE": "at-least-once"}, "", renamed},
+		{"unknown from the environment", required, map[string]string{"PROCESSOR_GUARANTEE": "at-most-once"}, "", `--guarantee: "at-most-once" is not exactly-once or best-effort`},
 		{"unknown", append(required, "--guarantee", "at-most-once"), nil, "", `--guarantee: "at-most-once" is not exactly-once or best-effort`},
 	}
 	for _, tt := range tests {

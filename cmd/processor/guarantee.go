@@ -16,20 +16,11 @@ const (
 	BestEffort = "best-effort"
 )
 
-// renamedAtLeastOnce is the former name of BestEffort. It is refused rather
-// than accepted as an alias: a configuration that asked for at-least-once
-// must not run on, silently, with a runtime that can lose events.
-const renamedAtLeastOnce = "at-least-once"
-
 // checkGuarantee says why g is not a --guarantee value.
 func checkGuarantee(g string) error {
 	switch g {
 	case ExactlyOnce, BestEffort:
 		return nil
-	case renamedAtLeastOnce:
-		return fmt.Errorf("%q was renamed %q: goka's runtime can lose events on a crash or kill "+
-			"(it marks an event seen before its output is acknowledged), so it is not at-least-once; "+
-			"set --guarantee=%s to keep that runtime, or --guarantee=%s for a guarantee", g, BestEffort, BestEffort, ExactlyOnce)
 	}
 	return fmt.Errorf("%q is not %s or %s", g, ExactlyOnce, BestEffort)
 }

@@ -1,11 +1,11 @@
 // Command processor is the exactly-once deduplicating stream processor.
 //
 //	processor run  --brokers .. --group .. --input .. --output ..   run the worker
-//	processor demo                                                  try it on an embedded broker
 //	processor version                                               which build this is
 //
 // main only wires: configuration is parsed and validated in config.go, the
-// worker is assembled in run.go, the demo lives in demo.go.
+// worker is assembled in run.go. The demo on an embedded broker is a command
+// of its own (cmd/demo), so this binary links no embedded broker.
 package main
 
 import (
@@ -25,7 +25,6 @@ const usage = `usage: processor <command> [flags]
 
 commands:
   run            run the worker (processor run -h lists the flags)
-  demo           run the worker on an embedded Kafka-protocol broker with a sample stream
   reset-offsets  move a stopped group's input offsets for a replay (--to, --dry-run)
   reset-state    delete a stopped group's table topic and local state (--yes)
   table          inspect a stopped worker's local table: table get <id> | table stats
@@ -62,8 +61,6 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 			defer stopForGood()
 			err = runWorker(ctx, forGood, cfg, os.Stderr)
 		}
-	case "demo":
-		err = runDemo(ctx, args[1:], stdout)
 	case "reset-offsets":
 		err = runResetOffsets(args[1:], stdout)
 	case "reset-state":

@@ -48,7 +48,7 @@ func startCluster(cfg *Config, root string, log io.Writer) (*cluster, error) {
 			"KAFKA_NODES="+strconv.Itoa(cfg.Nodes),
 			"KAFKA_PORT="+strconv.Itoa(cfg.KafkaPort),
 			"KAFKA_DATA="+data,
-			// A broker restarting next to a loaded cluster on 2 cores can take minutes.
+			// A broker restarting next to a loaded cluster on a small machine can take minutes.
 			"KAFKA_START_TIMEOUT=300",
 			// A killed broker is declared dead after 6 s instead of 9 s.
 			"KAFKA_EXTRA_PROPS=broker.session.timeout.ms=6000 broker.heartbeat.interval.ms=1000")}

@@ -82,8 +82,8 @@ func fullConfig() Config {
 	}
 }
 
-// shortConfig is sized to finish in about two minutes on a 2-core machine
-// next to a single broker.
+// shortConfig is sized to finish in a few minutes on a small machine next
+// to a single broker.
 func shortConfig() Config {
 	c := fullConfig()
 	c.Nodes = 1

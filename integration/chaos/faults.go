@@ -138,7 +138,7 @@ func (c *chaos) run(ctx context.Context, start time.Time, plan []fault) error {
 		if killed, ok := c.downAt[f.node]; ok && f.kind == faultBrokerStart && killed.Add(f.down).After(due) {
 			// The kill came late (the faults before it took longer than
 			// planned): keep the planned downtime. A start applied at once
-			// gave a broker 0.1 s of downtime in one run.
+			// could leave the broker down for next to no time.
 			due = killed.Add(f.down)
 		}
 		select {

@@ -22,10 +22,7 @@ import (
 	"github.com/IBM/sarama"
 )
 
-// Name is the strategy's group protocol name. Members of a group agree on a
-// protocol every one of them lists, so a member that lists this one first
-// and goka's "copartition" second forms a group with members that know only
-// goka's.
+// Name is the strategy's group protocol name.
 const Name = "dedup-copartitioned-sticky"
 
 // Sticky is the strategy; it holds no state.
@@ -60,9 +57,11 @@ func makePlan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[
 			return nil, nil, fmt.Errorf("assign: member %s subscribes to %v, the group to %v: every member must subscribe to the same topics", id, meta.Topics, names)
 		}
 		ids = append(ids, id)
-		d, ok := decode(meta.UserData)
-		if !ok {
-			d = userData{generation: -1} // first join, goka's strategy before, or a format this version does not read
+		d := userData{generation: -1} // first join: no previous assignment
+		if len(meta.UserData) > 0 {
+			if d, err = decode(meta.UserData); err != nil {
+				return nil, nil, fmt.Errorf("assign: member %s: %w", id, err)
+			}
 		}
 		if d.host == "" {
 			d.host = id

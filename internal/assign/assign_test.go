@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/IBM/sarama"
-	"github.com/lovoo/goka"
 )
 
 var subscribed = []string{"in", "group-loop"}
@@ -188,6 +187,18 @@ func TestPlanRefuses(t *testing.T) {
 		members: map[string]sarama.ConsumerGroupMemberMetadata{"a": {Topics: subscribed},
 			"b": {Topics: []string{"in"}}},
 		want: "every member must subscribe to the same topics",
+	}, {
+		name:   "user data of another version",
+		topics: topicsOf(4),
+		members: map[string]sarama.ConsumerGroupMemberMetadata{"a": {Topics: subscribed},
+			"b": {Topics: subscribed, UserData: []byte{3, 0, 0, 0, 1, 0, 0, 0, 0}}},
+		want: "member b: user data of version 3, and this build reads version 4 only",
+	}, {
+		name:   "user data that does not decode",
+		topics: topicsOf(4),
+		members: map[string]sarama.ConsumerGroupMemberMetadata{"a": {Topics: subscribed},
+			"b": {Topics: subscribed, UserData: append(encode(userData{generation: 1}), 0)}},
+		want: "member b: user data of 27 bytes: 1 left over after the fields of version 4",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Sticky.Plan(tc.members, tc.topics)
@@ -203,49 +214,13 @@ func TestUserData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, ok := decode(b)
-	if !ok || d.generation != 42 || !slices.Equal(d.partitions, []int32{3, 7}) {
-		t.Fatalf("decoded %+v, %v; want generation 42, partitions [3 7]", d, ok)
+	d, err := decode(b)
+	if err != nil || d.generation != 42 || !slices.Equal(d.partitions, []int32{3, 7}) {
+		t.Fatalf("decoded %+v, %v; want generation 42, partitions [3 7]", d, err)
 	}
-	for _, bad := range [][]byte{nil, {}, {1, 0, 0}, {2, 0, 0, 0, 1, 0, 0, 0, 0}, append(slices.Clone(b), 0)} {
-		if d, ok := decode(bad); ok {
+	for _, bad := range [][]byte{nil, {}, {userDataVersion, 0, 0}, {1, 0, 0, 0, 1, 0, 0, 0, 0}, append(slices.Clone(b), 0)} {
+		if d, err := decode(bad); err == nil {
 			t.Errorf("decode(%v) = %+v, want refused", bad, d)
-		}
-	}
-	// Unreadable user data counts as no previous assignment.
-	members := map[string]sarama.ConsumerGroupMemberMetadata{
-		"a": {Topics: subscribed, UserData: []byte("goka")}, "b": {Topics: subscribed}}
-	plan, err := Sticky.Plan(members, topicsOf(4))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := owned(t, plan, topicsOf(4)); !reflect.DeepEqual(got, map[string][]int32{"a": {0, 1}, "b": {2, 3}}) {
-		t.Fatalf("got %v", got)
-	}
-}
-
-// TestSameLayoutAsGoka: without previous assignments the plan is goka's, so
-// the first generation after a group switches from goka's strategy to this
-// one moves nothing; and goka's plans are copartitioned like this one's.
-func TestSameLayoutAsGoka(t *testing.T) {
-	for members := 1; members <= 9; members++ {
-		for partitions := int32(1); partitions <= 24; partitions++ {
-			g := map[string]*prev{}
-			for i := range members {
-				g[fmt.Sprintf("m%d", i)] = nil
-			}
-			topics := topicsOf(partitions)
-			ours, err := Sticky.Plan(group(g), topics)
-			if err != nil {
-				t.Fatal(err)
-			}
-			theirs, err := goka.CopartitioningStrategy.Plan(group(g), topics)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if a, b := owned(t, ours, topics), owned(t, theirs, topics); !reflect.DeepEqual(a, b) {
-				t.Fatalf("%d members, %d partitions: ours %v, goka's %v", members, partitions, a, b)
-			}
 		}
 	}
 }

@@ -51,11 +51,11 @@ func (m *Member) Advertise(addr string) {
 }
 
 // PeerOf reads a member's subscription user data: its host and the address
-// it advertised; ok is false when it advertised none (a release without
-// liveness connections, or an instance that has them off).
+// it advertised; ok is false when it advertised none (an instance that has
+// the liveness connections off) or the user data does not decode.
 func PeerOf(subscription []byte) (host, addr string, ok bool) {
-	d, ok := decode(subscription)
-	if !ok || d.peer == "" {
+	d, err := decode(subscription)
+	if err != nil || d.peer == "" {
 		return "", "", false
 	}
 	return d.host, d.peer, true
@@ -100,7 +100,7 @@ func (m *Member) SubscriptionUserData([]string) ([]byte, error) {
 // OnAssignment keeps the member's assignment for its next subscription and
 // for Assigned.
 func (m *Member) OnAssignment(a *sarama.ConsumerGroupMemberAssignment, generationID int32) {
-	d, _ := decode(a.UserData) // zero when it is not ours: no standbys
+	d, _ := decode(a.UserData) // zero when it does not decode: no standbys
 	d.generation, d.partitions = generationID, partitionsOf(a.Topics, m.loopTopic)
 	m.mu.Lock()
 	m.last = d

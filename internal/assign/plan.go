@@ -37,8 +37,7 @@ type groupPlan struct {
 // distribute gives each member floor or ceil of len(partitions)/len(ids):
 // first what it claims, up to its quota, then the other partitions in
 // order, each to the best member with room (pick). With no claims at all
-// (a new group, or the first generation after goka's strategy) it is
-// goka's range layout: switching strategies moves nothing.
+// (a new group) it is goka's range layout (ranges).
 func (g *groupPlan) distribute() {
 	g.owned = make(map[string][]int32, len(g.ids))
 	g.warmups = map[string][]int32{}

@@ -1,8 +1,8 @@
 package assign
 
 import (
-	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/IBM/sarama"
@@ -38,9 +38,9 @@ func tell(t *testing.T, leader *Member, plan sarama.BalanceStrategyPlan, members
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, ok := decode(b)
-		if !ok {
-			t.Fatalf("member %s: assignment data %x does not decode", id, b)
+		d, err := decode(b)
+		if err != nil {
+			t.Fatalf("member %s: assignment data %x does not decode: %v", id, b, err)
 		}
 		if !slices.Equal(d.partitions, want(id)) || d.generation != 7 {
 			t.Fatalf("member %s told partitions %v generation %d, owns %v", id, d.partitions, d.generation, want(id))
@@ -218,60 +218,46 @@ func isSubset(a, b []int32) bool {
 	return true
 }
 
-// Version 2 round-trips and version 1 stays what releases before standbys
-// wrote; damaged bytes are refused.
-func TestUserDataV2(t *testing.T) {
-	d := userData{generation: 9, partitions: []int32{1, 2}, host: "g-abc", standbys: []int32{3}, warmups: []int32{3}, caughtUp: []int32{}}
-	b := encode(d)
-	if b[0] != userDataV2 {
-		t.Fatalf("version %d, want 2", b[0])
-	}
-	got, ok := decode(b)
-	if !ok || got.generation != 9 || got.host != "g-abc" || !slices.Equal(got.partitions, d.partitions) ||
-		!slices.Equal(got.standbys, d.standbys) || !slices.Equal(got.warmups, d.warmups) || len(got.caughtUp) != 0 {
-		t.Fatalf("decoded %+v, %v; want %+v", got, ok, d)
-	}
-	for cut := 1; cut < len(b); cut++ {
-		if _, ok := decode(b[:cut]); ok {
-			t.Errorf("decode of the first %d bytes accepted", cut)
+// User data round-trips, with and without the optional fields; damaged
+// bytes are refused.
+func TestUserDataRoundTrip(t *testing.T) {
+	full := userData{generation: 9, partitions: []int32{1, 2}, host: "g-abc", standbys: []int32{3}, warmups: []int32{3}, caughtUp: []int32{},
+		inputFirst: true, peer: "10.0.0.7:41234"}
+	for _, d := range []userData{{generation: 9, partitions: []int32{1, 2}}, full, {host: "g-abc", peer: "10.0.0.7:41234"}} {
+		b := encode(d)
+		if b[0] != userDataVersion {
+			t.Fatalf("version %d, want %d", b[0], userDataVersion)
 		}
-	}
-	if _, ok := decode(append(b, 0)); ok {
-		t.Error("decode with a trailing byte accepted")
-	}
-	d.inputFirst = true
-	b = encode(d)
-	if got, ok := decode(b); b[0] != userDataV3 || !ok || !got.inputFirst || got.host != "g-abc" || !slices.Equal(got.warmups, d.warmups) {
-		t.Fatalf("version %d decoded %+v, %v; want version 3 and %+v", b[0], got, ok, d)
-	}
-	if _, ok := decode(append(b, 0)); ok {
-		t.Error("version 3 with a trailing byte accepted")
-	}
-	if _, ok := decode(b[:len(b)-1]); ok {
-		t.Error("version 3 without its flags accepted")
-	}
-	for _, inputFirst := range []bool{false, true} {
-		d.inputFirst, d.peer = inputFirst, "10.0.0.7:41234"
-		b = encode(d)
-		got, ok := decode(b)
-		if b[0] != userDataV4 || !ok || got.inputFirst != inputFirst || got.peer != d.peer || got.host != "g-abc" || !slices.Equal(got.warmups, d.warmups) {
-			t.Fatalf("version %d decoded %+v, %v; want version 4 and %+v", b[0], got, ok, d)
-		}
-		if host, addr, ok := PeerOf(b); !ok || host != "g-abc" || addr != d.peer {
-			t.Errorf("PeerOf: %q %q %v, want g-abc %s", host, addr, ok, d.peer)
+		got, err := decode(b)
+		if err != nil || got.generation != d.generation || got.host != d.host || got.inputFirst != d.inputFirst || got.peer != d.peer ||
+			!slices.Equal(got.partitions, d.partitions) || !slices.Equal(got.standbys, d.standbys) ||
+			!slices.Equal(got.warmups, d.warmups) || len(got.caughtUp) != len(d.caughtUp) {
+			t.Fatalf("decoded %+v, %v; want %+v", got, err, d)
 		}
 		for cut := 1; cut < len(b); cut++ {
-			if _, ok := decode(b[:cut]); ok {
-				t.Errorf("version 4: decode of the first %d bytes accepted", cut)
+			if _, err := decode(b[:cut]); err == nil {
+				t.Errorf("%+v: decode of the first %d bytes accepted", d, cut)
 			}
 		}
+		if _, err := decode(append(b, 0)); err == nil {
+			t.Errorf("%+v: decode with a trailing byte accepted", d)
+		}
 	}
-	if _, _, ok := PeerOf(v3WithoutPeer(d)); ok {
+	if host, addr, ok := PeerOf(encode(full)); !ok || host != "g-abc" || addr != full.peer {
+		t.Errorf("PeerOf: %q %q %v, want g-abc %s", host, addr, ok, full.peer)
+	}
+	noPeer := full
+	noPeer.peer = ""
+	if _, _, ok := PeerOf(encode(noPeer)); ok {
 		t.Error("PeerOf found an address in user data that has none")
 	}
-	v1 := encode(userData{generation: 9, partitions: []int32{1, 2}})
-	if want := fmt.Sprintf("%x", []byte{1, 0, 0, 0, 9, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2}); fmt.Sprintf("%x", v1) != want {
-		t.Errorf("version 1 bytes %x, want %s", v1, want)
+	other := encode(full)
+	other[0] = 3
+	if _, _, ok := PeerOf(other); ok {
+		t.Error("PeerOf read user data of another version")
+	}
+	if _, err := decode(other); err == nil || !strings.Contains(err.Error(), "version 3") {
+		t.Errorf("decode of version 3: %v, want an error naming the version", err)
 	}
 }
 
@@ -423,8 +409,8 @@ func TestMemberInputFirst(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d, ok := decode(b); !ok || d.inputFirst != tc.want {
-			t.Errorf("replicas %d, loop topic %q: subscription says input-first %v (%v), want %v", tc.replicas, tc.loop, d.inputFirst, ok, tc.want)
+		if d, err := decode(b); err != nil || d.inputFirst != tc.want {
+			t.Errorf("replicas %d, loop topic %q: subscription says input-first %v (%v), want %v", tc.replicas, tc.loop, d.inputFirst, err, tc.want)
 		}
 	}
 	m := NewMember("g-a", 1, nil, "group-loop")
@@ -433,10 +419,4 @@ func TestMemberInputFirst(t *testing.T) {
 	if d, _ := decode(b); !slices.Equal(d.partitions, []int32{1, 2}) || d.generation != 3 {
 		t.Errorf("after inputs [1 2 5] and loop partitions [1 2] the member claims %v in generation %d, want [1 2] in 3", d.partitions, d.generation)
 	}
-}
-
-// v3WithoutPeer is d's user data without the peer address.
-func v3WithoutPeer(d userData) []byte {
-	d.peer, d.inputFirst = "", true
-	return encode(d)
 }

@@ -2,6 +2,8 @@ package assign
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 )
 
 // userData travels both ways. In a member's subscription (JoinGroup) it is
@@ -12,69 +14,47 @@ import (
 type userData struct {
 	generation int32
 	partitions []int32
-	host       string  // the member's process: its instance (version 2)
+	host       string  // the member's process: its instance
 	standbys   []int32 // held (subscription) or to hold (assignment)
 	warmups    []int32 // assignment: standbys the member will own once caught up
 	caughtUp   []int32 // subscription: standbys within the acceptable lag
-	// inputFirst (subscription, version 3): the member consumes an input
-	// partition whose table another member holds, forwarding what it
-	// would judge there (plan.go's inputs).
+	// inputFirst (subscription): the member consumes an input partition
+	// whose table another member holds, forwarding what it would judge
+	// there (plan.go's inputs).
 	inputFirst bool
-	// peer (subscription, version 4): where the member's process answers
-	// its peers' liveness connections (host:port), so that they learn of
-	// its death at once (processor's peers.go).
+	// peer (subscription): where the member's process answers its peers'
+	// liveness connections (host:port), so that they learn of its death at
+	// once (processor's peers.go).
 	peer string
 }
 
-// Version 1 is the generation and the partitions, big-endian int32s after
-// the version byte. Version 2 appends the host (a uint16 length and its
-// bytes) and three more lists; version 3 a flags byte (bit 0: inputFirst).
-// A member sends the lowest version that holds what it says: one without
-// standbys sends version 1, so a group of such members reads the same
-// bytes as releases before standby replicas. Releases that do not know a
-// version read it as no previous assignment (less sticky, still correct).
+// The bytes are the version byte, then the generation and the partitions
+// (big-endian int32s; a list is a uint32 count and its elements), the host
+// (a uint16 length and its bytes), the standbys, warm-ups and caught-up
+// lists, a flags byte (bit 0: inputFirst) and the peer address (as the
+// host). decode refuses any other version: every member of a group must
+// write this one.
 const (
-	userDataV1 = 1
-	userDataV2 = 2
-	userDataV3 = 3
-	userDataV4 = 4
+	userDataVersion = 4
 
 	flagInputFirst = 1
 )
 
 func encode(d userData) []byte {
-	version := byte(userDataV1)
-	switch {
-	case d.peer != "":
-		version = userDataV4
-	case d.inputFirst:
-		version = userDataV3
-	case d.host != "" || len(d.standbys)+len(d.warmups)+len(d.caughtUp) > 0:
-		version = userDataV2
-	}
 	b := make([]byte, 0, 64)
-	b = append(b, version)
+	b = append(b, userDataVersion)
 	b = binary.BigEndian.AppendUint32(b, uint32(d.generation))
 	b = appendList(b, d.partitions)
-	if version == userDataV1 {
-		return b
-	}
 	b = binary.BigEndian.AppendUint16(b, uint16(len(d.host)))
 	b = append(b, d.host...)
 	b = appendList(b, d.standbys)
 	b = appendList(b, d.warmups)
 	b = appendList(b, d.caughtUp)
-	if version == userDataV2 {
-		return b
-	}
 	flags := byte(0)
 	if d.inputFirst {
 		flags |= flagInputFirst
 	}
 	b = append(b, flags)
-	if version == userDataV3 {
-		return b
-	}
 	b = binary.BigEndian.AppendUint16(b, uint16(len(d.peer)))
 	return append(b, d.peer...)
 }
@@ -87,30 +67,32 @@ func appendList(b []byte, ps []int32) []byte {
 	return b
 }
 
-// decode reads user data encode wrote; false for anything else, which Plan
-// takes as a member without previous partitions: the assignment stays
-// correct, only less sticky.
-func decode(b []byte) (userData, bool) {
-	if len(b) < 5 || b[0] < userDataV1 || b[0] > userDataV4 {
-		return userData{}, false
+// decode reads user data encode wrote, and says why it cannot read
+// anything else: another version, or bytes cut short or too long.
+func decode(b []byte) (userData, error) {
+	if len(b) == 0 {
+		return userData{}, errors.New("no user data")
 	}
-	version := b[0]
+	if b[0] != userDataVersion {
+		return userData{}, fmt.Errorf("user data of version %d, and this build reads version %d only: every member of the group must run a build that writes version %d",
+			b[0], userDataVersion, userDataVersion)
+	}
+	if len(b) < 5 {
+		return userData{}, fmt.Errorf("user data of %d bytes: too short for version %d", len(b), userDataVersion)
+	}
 	r := reader{b: b[5:]}
 	d := userData{generation: int32(binary.BigEndian.Uint32(b[1:])), partitions: r.list()}
-	if version >= userDataV2 {
-		d.host = r.str()
-		d.standbys, d.warmups, d.caughtUp = r.list(), r.list(), r.list()
+	d.host = r.str()
+	d.standbys, d.warmups, d.caughtUp = r.list(), r.list(), r.list()
+	d.inputFirst = r.flags()&flagInputFirst != 0
+	d.peer = r.str()
+	if r.bad {
+		return userData{}, fmt.Errorf("user data of %d bytes: cut short (version %d)", len(b), userDataVersion)
 	}
-	if version >= userDataV3 {
-		d.inputFirst = r.flags()&flagInputFirst != 0
+	if len(r.b) != 0 {
+		return userData{}, fmt.Errorf("user data of %d bytes: %d left over after the fields of version %d", len(b), len(r.b), userDataVersion)
 	}
-	if version >= userDataV4 {
-		d.peer = r.str()
-	}
-	if r.bad || len(r.b) != 0 {
-		return userData{}, false
-	}
-	return d, true
+	return d, nil
 }
 
 // reader reads encode's fields; bad once one did not fit.

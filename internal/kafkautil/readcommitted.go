@@ -61,9 +61,8 @@ func bounds(client sarama.Client, topic string, partition int32) (start, lso int
 // asks for (a larger first batch still comes whole, KIP-74). sarama decodes
 // a whole response into records before fn sees the first, so this, twice
 // (the response being read and the one fetched ahead), is what a restore
-// holds at once: a worker restoring 10M seen IDs in a 200 MB cgroup
-// peaked at 185 and 191 MiB with 8 MiB fetches and at 162 and 175 MiB with
-// 1 MiB, in the same time (`bench run -hold 10000000`).
+// holds at once: larger fetches raise a restore's peak memory without
+// making it faster.
 const readFetchBytes = 1 << 20
 
 // ReadCommitted calls fn for every committed record of topic/partition with

@@ -22,9 +22,9 @@ var SaramaVersion = sarama.V2_8_0_0
 // InputTopicGrace is how long EnsureGroupTopics keeps asking for an input topic that
 // the broker says does not exist. A topic created a moment ago is known to
 // the broker that created it before the others have its metadata: a worker
-// deployed right after `kafka-topics --create` on a multi-broker cluster
-// (seen on three local brokers) asked one that had not caught up and exited
-// with "input topic does not exist".
+// deployed right after `kafka-topics --create` on a multi-broker cluster can
+// ask one that has not caught up, and without the grace would exit with
+// "input topic does not exist".
 const InputTopicGrace = 5 * time.Second
 
 // ensureTopics checks that every input of t exists and that all have one

@@ -5,8 +5,8 @@
 // (dispatcher, topic, partition and broker producers) and a channel
 // between each, and its transaction manager holds one lock across every
 // AddPartitionsToTxn round trip that each partition's goroutine takes for
-// every record. In a CPU profile of the worker with --rekey=never that
-// pipeline was about a third of the process's CPU. Here a record takes one
+// every record. With --rekey=never that pipeline is a large share of the
+// worker's CPU. Here a record takes one
 // channel to a goroutine that appends it to its partition's batch, and one
 // goroutine (the sender) sends the batches, adding new partitions to the
 // transaction first: the same requests, without the per-record hops.
@@ -87,12 +87,10 @@ type Options struct {
 	// sender waits until the coordinator wrote the previous one's markers
 	// (AddPartitionsToTxn answers CONCURRENT_TRANSACTIONS meanwhile), and
 	// records queue up. The worker's member keeps the default: it holds a
-	// committing transaction's successors itself, and a bound of 16k instead
-	// of 4k held its peak RSS 25-40 MiB higher for no more throughput (two
-	// alternating pairs of one-off `bench run -contenders
-	// exactly-once-100ms-norekey` runs: 253-264 against 223-230 MiB). A loop
-	// that stops to commit and then sends a burst gains from more: sarama's
-	// async producer queues without bound.
+	// committing transaction's successors itself, and a larger bound raises
+	// its peak memory for no more throughput. A loop that stops to commit
+	// and then sends a burst gains from more: sarama's async producer queues
+	// without bound.
 	MaxQueued int
 }
 

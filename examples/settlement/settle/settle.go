@@ -1,8 +1,8 @@
 // Package settle is the business logic of the settlement example: OrderPaid
 // events become settlements keyed by payment ID, and each settlement is
 // also recorded on an audit topic. It is a plain dedup.Handler, so it runs
-// in the example program (examples/settlement), in the worker binary
-// (--handler settlements) and in unit tests without a broker (package deduptest).
+// in the example program (examples/settlement), in the demo (cmd/demo,
+// --handler settlements) and in unit tests without a broker (package deduptest).
 package settle
 
 import (

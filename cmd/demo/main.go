@@ -1,3 +1,11 @@
+// Command demo runs the exactly-once worker on an embedded Kafka-protocol
+// broker (franz-go's kfake) with a sample stream and prints what came in,
+// what was skipped and what came out: `make demo`, no services needed.
+//
+//	demo [--handler forward|settlements] [--guarantee exactly-once|best-effort] [-v]
+//
+// It is a command of its own so that the worker binary (cmd/processor) links
+// neither the embedded broker nor the examples' handlers.
 package main
 
 import (
@@ -8,17 +16,62 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/examples/settlement/settle"
 	"github.com/dedupkit/dedup/internal/atleastonce"
 	"github.com/dedupkit/dedup/internal/kafkatest"
+	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/internal/wire"
 	"github.com/dedupkit/dedup/processor"
 )
+
+// The --guarantee values, as `processor run` takes them.
+const (
+	exactlyOnce = "exactly-once"
+	bestEffort  = "best-effort"
+)
+
+// guaranteeText is what the worker promises under each --guarantee value,
+// for the demo's header.
+var guaranteeText = map[string]string{
+	exactlyOnce: "exactly-once: an event's outputs and dead letters, its seen mark and its input offset commit together in one Kafka transaction",
+	bestEffort:  "best-effort (goka's runtime): a crash or kill can lose or duplicate events",
+}
+
+// worker is what both runtimes offer the demo.
+type worker interface {
+	Run(ctx context.Context) error
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	err := runDemo(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "demo: %v\n", kafkautil.Named(err))
+		os.Exit(1)
+	}
+}
+
+func handlerByName(name string) (dedup.Handler, error) {
+	switch name {
+	case "forward":
+		return dedup.Forward(), nil
+	case "settlements":
+		return settle.Handler("", ""), nil
+	}
+	return nil, fmt.Errorf("%q is not forward or settlements", name)
+}
 
 // demoObserver counts what the demo prints.
 type demoObserver struct {
@@ -58,15 +111,18 @@ func demoStream() (recs []kafkatest.Record, distinct int) {
 // sample stream, runs the worker on it and prints what came in, what was
 // skipped and what came out.
 func runDemo(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("processor demo", flag.ContinueOnError)
-	handler := fs.String("handler", "forward", "business handler: forward or settlements")
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	handler := fs.String("handler", "forward", "business handler: forward (the dedup bridge) or settlements (examples/settlement's)")
 	verbose := fs.Bool("v", false, "show the worker's logs")
-	guarantee := fs.String("guarantee", ExactlyOnce, "exactly-once or best-effort (goka's runtime: a crash or kill can lose or duplicate events)")
+	guarantee := fs.String("guarantee", exactlyOnce, "exactly-once or best-effort (goka's runtime: a crash or kill can lose or duplicate events)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := checkGuarantee(*guarantee); err != nil {
-		return fmt.Errorf("--guarantee: %w", err)
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if _, ok := guaranteeText[*guarantee]; !ok {
+		return fmt.Errorf("--guarantee: %q is not %s or %s", *guarantee, exactlyOnce, bestEffort)
 	}
 	h, err := handlerByName(*handler)
 	if err != nil {
@@ -84,7 +140,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
-	fmt.Fprintf(out, "embedded Kafka-protocol broker (kfake) on %v, topic orders with 3 partitions\nworker %s\n\n", brokers, guaranteeText(*guarantee))
+	fmt.Fprintf(out, "embedded Kafka-protocol broker (kfake) on %v, topic orders with 3 partitions\nworker %s\n\n", brokers, guaranteeText[*guarantee])
 
 	stream, distinct := demoStream()
 	written, err := kafkatest.Produce(brokers, "orders", stream)
@@ -111,7 +167,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 		topo.Outputs = []string{"settlements"}
 	}
 	var runner worker
-	if *guarantee == BestEffort {
+	if *guarantee == bestEffort {
 		runner, err = atleastonce.New(ctx, atleastonce.Config{Brokers: brokers, StateDir: stateDir,
 			CommitInterval: 100 * time.Millisecond, Replication: 1, ClientID: "dedup-demo", Logger: log}, topo)
 	} else {
