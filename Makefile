@@ -54,12 +54,21 @@ TOOL := $(GO) tool -modfile=$(CURDIR)/internal/tools/go.mod
 #  - Example functions without an Output comment: documentation, never run.
 # So unused code in internal/, the commands, examples/ and bench/ fails, and so
 # do unexported functions anywhere. A new public package goes into API_PACKAGES.
-API_PACKAGES := ^github[.]com/dedupkit/dedup(/(atleastonce|codecs|deduptest|memlimit|metrics|processor|security|verify))?$$
+API_PACKAGES := ^github[.]com/dedupkit/dedup(/(codecs|deduptest|processor|redrive))?$$
 DEADCODE_FORMAT := {{range .Funcs}}{{printf "%s\t%s\t%s\n" $$.Path .Name .Position}}{{end}}
 DEADCODE_KEEP := ($$1 ~ api && $$2 !~ /(^|[.])[^A-Z]/) || $$2 ~ /^Example/
 
+# The public API, one declaration per line (internal/tools/apifile): make api
+# writes api/dedup.txt after a deliberate change; make vet fails while the
+# packages and the file differ, so every API change is a diff in review.
+APIFILE = $(GO) -C $(CURDIR)/internal/tools run ./apifile -root $(CURDIR)
+.PHONY: api
+api:
+	$(APIFILE) -write
+
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	@echo "public API: api/dedup.txt"; $(APIFILE)
 	@set -e; for m in $(MODULES); do \
 	  echo "vet, staticcheck, deadcode: $$m"; cd $(CURDIR)/$$m; \
 	  $(GO) vet ./...; \

@@ -117,7 +117,6 @@ type Config struct {
 	// Hooks are told the runtime's events; see Hook.
 	Hooks []Hook
 
-
 	// beforeCommit is a test's fault point (internal/faults).
 	beforeCommit func() error
 	// secure sets Security on each client config (loaded once by New).

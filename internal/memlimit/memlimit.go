@@ -4,10 +4,9 @@
 // A worker's memory peaks while it restores tables from the changelog: the
 // fetched records and LevelDB's compaction buffers become garbage at once,
 // and with the default GOGC the heap may grow to twice what is live before
-// the collector runs. Holding 10M seen IDs, the worker settled at 163 MiB RSS
-// but peaked at 247 MiB during the restore (docs/benchmarks.md): under a
-// 200 MiB container limit the kernel would kill it in the middle of every
-// rebalance. The runtime does not read the cgroup's limit by itself (unlike
+// the collector runs. A restore's peak is well above the settled memory
+// (docs/benchmarks.md gives both): under a container limit between the two
+// the kernel would kill the worker in the middle of every rebalance. The runtime does not read the cgroup's limit by itself (unlike
 // GOMAXPROCS, which follows the CPU quota since Go 1.25); Apply reads it and
 // sets the soft limit (runtime/debug.SetMemoryLimit) to a share of it, so
 // the collector works harder near the limit instead of the process being

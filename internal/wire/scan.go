@@ -17,8 +17,8 @@ const maxDepth = 10000
 // RFC 8259 as encoding/json.Valid applies it, and calls member with the raw
 // key (quotes stripped, escapes left in) and the raw value of every top-level
 // member, in order. It is one pass over the bytes with no allocation:
-// encoding/json would validate the whole event, then validate and decode it
-// again, which was the largest single cost per event in the worker's profile.
+// encoding/json would validate the whole event, then validate and decode
+// it again, a cost paid for every event.
 func scanObject(data []byte, member func(key []byte, escaped bool, value []byte) error) error {
 	s := scanner{data: data}
 	s.space()
