@@ -55,8 +55,9 @@ func Input(topics ...string) Option {
 	return func(t *Topology) { t.Inputs = append(t.Inputs, topics...) }
 }
 
-// Output declares the topics the handler may write; a Message with no
-// Topic goes to the first. Repeatable.
+// Output declares the topics the handler may write. Repeatable. A Message
+// may leave its Topic empty only when there is exactly one output; with
+// several, such a message dead-letters its event (reason bad-output).
 func Output(topics ...string) Option {
 	return func(t *Topology) { t.Outputs = append(t.Outputs, topics...) }
 }

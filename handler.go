@@ -66,10 +66,10 @@ type Message struct {
 //   - nil error: the messages are written and the event is marked seen.
 //   - an error wrapped with Permanent: the event goes to the dead-letter
 //     topic at once (reason handler-permanent), unmarked, with no retries.
-//   - any other error: the handler is retried with backoff
-//     (HandlerRetries, RetryBackoff); after the last retry the event goes to
-//     the dead-letter topic (reason handler-error), unmarked. Re-driving it
-//     from there processes it.
+//   - any other error: the handler is retried with backoff (the Retries
+//     option); after the last retry the event goes to the dead-letter topic
+//     (reason handler-error), unmarked. Re-driving it from there processes
+//     it.
 //   - a panic: recovered, the event goes to the dead-letter topic (reason
 //     handler-panic) with the panic's value, the stack is logged, and the
 //     worker goes on.
@@ -77,6 +77,11 @@ type Message struct {
 //     away): return ctx.Err() (or any error). The event is neither marked
 //     nor dead-lettered, the transaction is aborted, and whoever owns the
 //     partition next processes it exactly once.
+//
+// A dead-lettered event stays unmarked, so each redelivered copy of it is
+// handled again (and dead-lettered again if it fails the same way); the
+// dead letter carries the headers HeaderDLQReason, HeaderDLQError and the
+// source topic, partition and offset.
 //
 // A handler must emit the same messages for the same event (it may run
 // again after an aborted transaction) and must not have side effects

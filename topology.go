@@ -10,9 +10,10 @@ import (
 	"github.com/lovoo/goka"
 )
 
-// Dead-letter headers. The reason is a short label (see wire.Reason); the
-// error is the full message; the source headers say where the record was read
-// from the input, also for events that went through the loop topic.
+// Dead-letter headers. The reason is a short label (DeadLetterReasons lists
+// them); the error is the full message; the source headers say where the
+// record was read from the input, also for events that went through the
+// loop topic.
 const (
 	HeaderDLQReason    = "dlq-reason"
 	HeaderDLQError     = "dlq-error"
@@ -78,8 +79,8 @@ const (
 // Topology is the goka graph of one consumer group: the input topics, the
 // dedup table (goka group table "<group>-table", codec codecs.Seen), the
 // output topics, a dead-letter topic and a loop topic "<group>-loop" for
-// re-keying. One per-record engine runs it under goka's processor (package
-// atleastonce) and under the exactly-once runtime (package processor).
+// re-keying. Package processor runs it exactly once; package deduptest runs
+// it in memory for tests.
 //
 // Build one with Define, which fills in the defaults and validates. A
 // runtime reads a Topology and never writes it, so one Topology may be run
@@ -92,7 +93,7 @@ type Topology struct {
 	// co-partitioned with every input, so all inputs must have the same
 	// partition count; the runtimes refuse to start otherwise.
 	Inputs  []string
-	Outputs []string // the topics a handler may write; the first is the default
+	Outputs []string // the topics a handler may write (see Message.Topic)
 	DLQ     string
 
 	// KeyType is what makes two events the same (KeyEventID or

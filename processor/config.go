@@ -36,7 +36,7 @@ type Config struct {
 	SessionTimeout time.Duration
 	// FenceStuckAfter is how long a transaction of another instance of
 	// the group may stay open before a member it blocks fences it, taking
-	// it for a dead instance's (stuck.go). Zero: DefaultFenceStuckAfter, or
+	// it for a dead instance's. Zero: DefaultFenceStuckAfter, or
 	// twice the commit interval when that is longer; it must exceed the
 	// commit interval. At
 	// TransactionTimeout or more it is never fenced early: the group's
@@ -45,7 +45,7 @@ type Config struct {
 	FenceStuckAfter time.Duration
 	// PeerAddr is where the instance listens (host:port; port 0: any free
 	// one) for the liveness connections of the group's other instances
-	// (peers.go). Each holds one to every other; when one ends and the
+	// Each holds one to every other; when one ends and the
 	// address then refuses, that instance's process is gone (kill -9, a
 	// crash) and its open transactions are aborted at once, instead of
 	// after FenceStuckAfter. Since such a connection can abort another
@@ -62,7 +62,7 @@ type Config struct {
 	// PeerSecret is the group's shared secret, at least MinPeerSecret
 	// bytes, the same on every instance: both ends of every liveness
 	// connection prove they know it before either says who it is
-	// (peerauth.go), so that nobody without it can learn the group's
+	// so that nobody without it can learn the group's
 	// instances or make them abort each other's transactions. Required
 	// with PeerAddr; keep it out of command lines and logs.
 	PeerSecret []byte
@@ -95,7 +95,7 @@ type Config struct {
 	SweepInterval time.Duration
 	SweepBatch    int
 
-	// Health (health.go): Ready turns false once a member aborted
+	// Health: Ready turns false once a member aborted
 	// ReadyAbortLimit transactions in a row (default 5) or has held
 	// consumed records uncommitted for ReadyStallAfter; Live turns false
 	// after LiveStallAfter, for an orchestrator to restart the worker

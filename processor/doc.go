@@ -1,9 +1,35 @@
-// Package processor is the exactly-once runtime: it runs a dedup topology so
+// Package processor is the exactly-once runtime: it runs a dedup.Topology so
 // that an event's outputs, its dead letter, its seen mark in the group table
 // and its input offset are committed together in one Kafka transaction, or
-// not at all (Kafka Streams' exactly_once_v2, KIP-447). docs/architecture.md
-// draws it; this comment reads the protocol top-down, with the code to read
-// at each step.
+// not at all (Kafka Streams' exactly_once_v2, KIP-447).
+//
+//	p, err := processor.New(ctx, processor.Config{
+//		Brokers:    []string{"kafka-1:9092"},
+//		StateDir:   "/var/lib/settlement",
+//		Registerer: prometheus.DefaultRegisterer,
+//	}, topology)
+//	if err != nil { ... }
+//	go http.ListenAndServe(":8080", p.HTTPHandler()) // /metrics, /healthz, /readyz, /v1/seen/{id}
+//	return p.Run(ctx)                                // until ctx ends: then it commits and closes
+//
+// New checks the cluster and the topology, creates the group's topics when
+// they are missing (the outputs, the dead-letter topic, the table's
+// compacted changelog "<group>-table" and the re-key topic "<group>-loop")
+// and refuses at once what cannot work. Instances of one group share the
+// work by partitions; each keeps the tables of its partitions in LevelDB
+// under Config.StateDir, rebuilt from the changelog when a partition moves
+// or the state is lost. A killed instance loses nothing and doubles
+// nothing: its open transaction is aborted, and the partitions' next owner
+// goes on from the last commit, skipping what the table holds.
+//
+// Config.Registerer turns on the Prometheus metrics, and Config.Hooks tells
+// the runtime's events to code of your own (see Hook). Run returns
+// ErrInstanceFenced when another instance took this one's InstanceID.
+// docs/library.md is the guide, docs/architecture.md the protocol.
+package processor
+
+// How the runtime works, for a maintainer: the protocol top-down, with the
+// code to read at each step.
 //
 // # Start (processor.go, instance.go)
 //
@@ -130,13 +156,12 @@
 // of the instance's members in one LeaveGroup request by group instance
 // ID (KIP-345); only a clean stop does, and a failure is logged.
 //
-// # Health and housekeeping (health.go, http.go, sweep.go, retention.go)
+// # Health and housekeeping (health.go, http.go, sweep.go)
 //
 // The member reports consecutive aborts and how long consumed records have
 // waited for their commit; readiness and liveness turn false past configured
 // bounds. The sweeper deletes expired seen records in the open transaction,
 // with tombstones in the changelog, so compaction removes them and a restore
 // never brings them back (a record is judged expired before it is swept).
-// CheckRetention warns when an input keeps
-// records longer than the table remembers them.
-package processor
+// The worker binary's start also warns when an input keeps records longer
+// than the table remembers them (internal/retention).

@@ -278,8 +278,8 @@ func (m *member) connect() error {
 // Run processes until ctx is cancelled (then it commits and closes cleanly)
 // or a member fails fatally, which stops the others. A clean stop with
 // Config.LeaveGroupOnStop or LeaveGroupOnStop removes the instance's
-// members from the group once they closed (leave.go). The error names
-// Kafka's error codes (kafkautil.Named).
+// members from the group once they closed. An error names Kafka's error
+// codes (PRODUCER_FENCED, ...).
 func (p *Processor) Run(ctx context.Context) error {
 	err := p.run(ctx)
 	// Only a clean stop leaves: after a failure the instance is likely
@@ -374,7 +374,7 @@ func (p *Processor) Ready() bool { return p.Health().Ready }
 // Config.LiveStallAfter (Health).
 func (p *Processor) Live() bool { return p.Health().Live }
 
-// Health reports readiness and liveness with the reasons (health.go).
+// Health reports readiness and liveness with the reasons.
 func (p *Processor) Health() Health {
 	now := time.Now()
 	states := make([]memberState, len(p.members))

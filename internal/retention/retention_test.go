@@ -59,7 +59,7 @@ func serveMetadata(t *testing.T, live *sarama.MockBroker, addr string, id int32)
 
 // DescribeConfigs goes to any broker of the metadata; right after a SIGKILL
 // that can be the dead one. The check must retry, not exit.
-func TestCheckWaitsOutADeadBroker(t *testing.T) {
+func TestRetentionCheckWaitsOutADeadBroker(t *testing.T) {
 	dead := sarama.NewMockBroker(t, 2)
 	dead.Close() // its port refuses connections now
 	live := sarama.NewMockBroker(t, 1)
@@ -94,7 +94,7 @@ func TestCheckWaitsOutADeadBroker(t *testing.T) {
 
 // A retention shorter than the topic's under --strict-retention is a
 // configuration error: refused at once, nothing retried.
-func TestCheckStrictRefusesAtOnce(t *testing.T) {
+func TestRetentionCheckStrictRefusesAtOnce(t *testing.T) {
 	live := sarama.NewMockBroker(t, 1)
 	defer live.Close()
 	serveMetadata(t, live, live.Addr(), 1)
