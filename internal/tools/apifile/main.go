@@ -6,7 +6,8 @@
 //	go -C internal/tools run ./apifile -root ../..          # make vet: fail on a difference
 //
 // The public packages are those of the root module outside cmd/, internal/,
-// examples/ and integration/.
+// examples/ and integration/. An exported interface with more than three
+// methods fails too.
 package main
 
 import (
@@ -50,6 +51,9 @@ func run(root string, write bool) error {
 		if private.MatchString(p.PkgPath) || p.Types == nil {
 			continue
 		}
+		if err := smallInterfaces(p.Types); err != nil {
+			return err
+		}
 		lines = append(lines, api(p.Types)...)
 	}
 	slices.Sort(lines)
@@ -86,6 +90,24 @@ func diff(want, got []byte) string {
 		}
 	}
 	return b.String()
+}
+
+// maxMethods bounds an exported interface: one a user implements must not
+// grow (a new method breaks every implementer), so new events come as new
+// small interfaces instead.
+const maxMethods = 3
+
+func smallInterfaces(pkg *types.Package) error {
+	for _, name := range pkg.Scope().Names() {
+		tn, ok := pkg.Scope().Lookup(name).(*types.TypeName)
+		if !ok || !tn.Exported() {
+			continue
+		}
+		if it, ok := tn.Type().Underlying().(*types.Interface); ok && it.NumMethods() > maxMethods {
+			return fmt.Errorf("%s.%s has %d methods, at most %d: add a new interface instead", pkg.Path(), name, it.NumMethods(), maxMethods)
+		}
+	}
+	return nil
 }
 
 // api is one line per exported name of pkg: each const, var, func and
