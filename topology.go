@@ -236,22 +236,6 @@ func (t *Topology) CallTimeout() time.Duration {
 // Calls is Concurrency with its default: at least one.
 func (t *Topology) Calls() int { return max(1, t.Concurrency) }
 
-// RetryBudget is the longest a failing handler's retries wait in backoff
-// for one event: RetryBackoff doubled HandlerRetries times. An event's
-// key waits that long, and under at-least-once its partition too.
-func (t *Topology) RetryBudget() time.Duration {
-	var total time.Duration
-	b := t.RetryBackoff
-	for range t.HandlerRetries {
-		total += b
-		if total > 24*time.Hour { // no overflow for absurd settings
-			return total
-		}
-		b *= 2
-	}
-	return total
-}
-
 // TableTopic is the changelog topic of the dedup table.
 func (t *Topology) TableTopic() string { return string(goka.GroupTable(goka.Group(t.Group))) }
 

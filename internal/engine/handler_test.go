@@ -157,25 +157,6 @@ func TestHandlerInterruptedIsNotDeadLettered(t *testing.T) {
 	}
 }
 
-func TestRetryBudget(t *testing.T) {
-	tests := []struct {
-		retries int
-		backoff time.Duration
-		want    time.Duration
-	}{
-		{0, time.Second, 0},
-		{1, 100 * time.Millisecond, 100 * time.Millisecond},
-		{3, 100 * time.Millisecond, 700 * time.Millisecond},
-		{10, time.Second, 1023 * time.Second},
-	}
-	for _, tt := range tests {
-		tp := &dedup.Topology{HandlerRetries: tt.retries, RetryBackoff: tt.backoff}
-		if got := tp.RetryBudget(); got != tt.want {
-			t.Errorf("%d retries from %v: budget %v, want %v", tt.retries, tt.backoff, got, tt.want)
-		}
-	}
-}
-
 // Every event-ID source finds its ID, or names why not.
 func TestIDSources(t *testing.T) {
 	ce := dedup.Headers{{Key: "ce_id", Value: []byte("c1")}, {Key: "ce_source", Value: []byte("/orders")}}
