@@ -8,12 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
-
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/kafkatest"
-	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/internal/retention"
+	"github.com/dedupkit/dedup/processor"
 )
 
 // severalInputs is a test's second input topic beside the env's, with the
@@ -139,9 +137,7 @@ func TestRetentionCheckedOnEveryInput(t *testing.T) {
 	}
 	for _, inputs := range [][]string{{short, e.input}, {e.input, short}} {
 		topo := &dedup.Topology{Inputs: inputs, Retention: 2 * time.Hour}
-		sc := sarama.NewConfig()
-		sc.Version = kafkautil.SaramaVersion
-		err := retention.Check(t.Context(), e.brokers, sc, slog.Default(), nil, topo, true)
+		err := retention.Check(t.Context(), e.brokers, processor.Security{}, slog.Default(), nil, topo, true)
 		want := `--retention 2h0m0s is shorter than retention.ms of input topic "` + e.input + `" (168h0m0s)`
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), short) {
 			t.Fatalf("inputs %v: %v; want a refusal saying %q and not naming %s", inputs, err, want, short)

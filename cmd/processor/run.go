@@ -8,12 +8,10 @@ import (
 	"os"
 	"slices"
 
-	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/dedupkit/dedup/internal/atleastonce"
-	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/internal/memlimit"
 	"github.com/dedupkit/dedup/internal/metrics"
 	"github.com/dedupkit/dedup/internal/retention"
@@ -89,12 +87,7 @@ func runWorker(ctx, forGood context.Context, cfg *Config, logOut *os.File) error
 		return err
 	}
 	// After the runtime checked that the input exists.
-	sc := sarama.NewConfig()
-	sc.Version = kafkautil.SaramaVersion
-	if err := cfg.Security.Apply(sc); err != nil {
-		return err
-	}
-	if err := retention.Check(ctx, cfg.Brokers, sc, log, reg, topo, cfg.StrictRetention); err != nil {
+	if err := retention.Check(ctx, cfg.Brokers, cfg.Security, log, reg, topo, cfg.StrictRetention); err != nil {
 		return err
 	}
 

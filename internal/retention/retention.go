@@ -15,6 +15,7 @@ import (
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/internal/metrics"
+	"github.com/dedupkit/dedup/processor"
 )
 
 // Check compares the topology's retention with the retention.ms of
@@ -25,10 +26,15 @@ import (
 // input that does not fit. It logs a warning, or with strict refuses (the
 // worker's --strict-retention). Reading retention.ms waits out a broker that
 // is down; the comparison itself is configuration and fails at once. It
-// needs DescribeConfigs on the input topics, through a client of sc. With
-// a Registerer it exports the retentions (metrics.SetRetention), so an
-// alert can tell too.
-func Check(ctx context.Context, brokers []string, sc *sarama.Config, log *slog.Logger, reg prometheus.Registerer, topo *dedup.Topology, strict bool) error {
+// needs DescribeConfigs on the input topics, through a client connected
+// as sec says. With a Registerer it exports the retentions
+// (metrics.SetRetention), so an alert can tell too.
+func Check(ctx context.Context, brokers []string, sec processor.Security, log *slog.Logger, reg prometheus.Registerer, topo *dedup.Topology, strict bool) error {
+	sc := sarama.NewConfig()
+	sc.Version = kafkautil.SaramaVersion
+	if err := sec.Apply(sc); err != nil {
+		return err
+	}
 	retention := topo.Retention
 	var inputs []topicRetention
 	err := kafkautil.WithAdmin(ctx, log, "retention check", brokers, sc, kafkautil.StartupTimeout, func(admin sarama.ClusterAdmin) error {

@@ -12,7 +12,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
-	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/processor"
 )
 
 // warnings is a slog.Handler that counts Warn records and signals the first.
@@ -70,7 +70,7 @@ func TestRetentionCheckWaitsOutADeadBroker(t *testing.T) {
 	topo := &dedup.Topology{Inputs: []string{"orders"}, Retention: time.Hour}
 
 	done := make(chan error, 1)
-	go func() { done <- Check(context.Background(), brokers, saramaConfig(), log, nil, topo, false) }()
+	go func() { done <- Check(context.Background(), brokers, processor.Security{}, log, nil, topo, false) }()
 	select {
 	case <-warn.first: // the first attempt hit the dead broker
 	case err := <-done:
@@ -102,7 +102,7 @@ func TestRetentionCheckStrictRefusesAtOnce(t *testing.T) {
 	brokers, log := []string{live.Addr()}, slog.New(warn)
 	topo := &dedup.Topology{Inputs: []string{"orders", "orders-retry"}, Retention: time.Second}
 
-	err := Check(context.Background(), brokers, saramaConfig(), log, nil, topo, true)
+	err := Check(context.Background(), brokers, processor.Security{}, log, nil, topo, true)
 	want := `--retention 1s is shorter than retention.ms of input topics "orders" (5s), "orders-retry" (5s)`
 	if err == nil || !strings.Contains(err.Error(), "refused by --strict-retention") || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v, want a refusal saying %q", err, want)
@@ -132,10 +132,4 @@ func TestKeptLonger(t *testing.T) {
 			}
 		})
 	}
-}
-
-func saramaConfig() *sarama.Config {
-	sc := sarama.NewConfig()
-	sc.Version = kafkautil.SaramaVersion
-	return sc
 }
