@@ -122,170 +122,85 @@ type HookKeyWaited interface{ OnKeyWaited(took time.Duration) }
 // hookList tells each event to the hooks that implement it.
 type hookList []Hook
 
-func (l hookList) TxnCommitted(took time.Duration, records int) {
+// tell calls event on every hook of l that implements H.
+func tell[H any](l hookList, event func(H)) {
 	for _, h := range l {
-		if x, ok := h.(HookTxnCommitted); ok {
-			x.OnTxnCommitted(took, records)
+		if x, ok := h.(H); ok {
+			event(x)
 		}
 	}
+}
+
+func (l hookList) TxnCommitted(took time.Duration, records int) {
+	tell(l, func(h HookTxnCommitted) { h.OnTxnCommitted(took, records) })
 }
 
 func (l hookList) TxnAborted(reason string) {
-	for _, h := range l {
-		if x, ok := h.(HookTxnAborted); ok {
-			x.OnTxnAborted(reason)
-		}
-	}
+	tell(l, func(h HookTxnAborted) { h.OnTxnAborted(reason) })
 }
 
-func (l hookList) CommitStalled() {
-	for _, h := range l {
-		if x, ok := h.(HookCommitStalled); ok {
-			x.OnCommitStalled()
-		}
-	}
-}
+func (l hookList) CommitStalled() { tell(l, func(h HookCommitStalled) { h.OnCommitStalled() }) }
 
-func (l hookList) Fenced() {
-	for _, h := range l {
-		if x, ok := h.(HookFenced); ok {
-			x.OnFenced()
-		}
-	}
-}
+func (l hookList) Fenced() { tell(l, func(h HookFenced) { h.OnFenced() }) }
 
 func (l hookList) DeadTransactionFenced() {
-	for _, h := range l {
-		if x, ok := h.(HookDeadTransactionFenced); ok {
-			x.OnDeadTransactionFenced()
-		}
-	}
+	tell(l, func(h HookDeadTransactionFenced) { h.OnDeadTransactionFenced() })
 }
 
 func (l hookList) StuckTransactionFenced() {
-	for _, h := range l {
-		if x, ok := h.(HookStuckTransactionFenced); ok {
-			x.OnStuckTransactionFenced()
-		}
-	}
+	tell(l, func(h HookStuckTransactionFenced) { h.OnStuckTransactionFenced() })
 }
 
-func (l hookList) PeersWatched(n int) {
-	for _, h := range l {
-		if x, ok := h.(HookPeersWatched); ok {
-			x.OnPeersWatched(n)
-		}
-	}
-}
+func (l hookList) PeersWatched(n int) { tell(l, func(h HookPeersWatched) { h.OnPeersWatched(n) }) }
 
 func (l hookList) InstanceDied(fenced int) {
-	for _, h := range l {
-		if x, ok := h.(HookInstanceDied); ok {
-			x.OnInstanceDied(fenced)
-		}
-	}
+	tell(l, func(h HookInstanceDied) { h.OnInstanceDied(fenced) })
 }
 
-func (l hookList) Rebalanced() {
-	for _, h := range l {
-		if x, ok := h.(HookRebalanced); ok {
-			x.OnRebalanced()
-		}
-	}
-}
+func (l hookList) Rebalanced() { tell(l, func(h HookRebalanced) { h.OnRebalanced() }) }
 
 func (l hookList) RebalanceCompleted(took time.Duration) {
-	for _, h := range l {
-		if x, ok := h.(HookRebalanceCompleted); ok {
-			x.OnRebalanceCompleted(took)
-		}
-	}
+	tell(l, func(h HookRebalanceCompleted) { h.OnRebalanceCompleted(took) })
 }
 
 func (l hookList) ConsumerLag(topic string, partition int32, records int64) {
-	for _, h := range l {
-		if x, ok := h.(HookConsumerLag); ok {
-			x.OnConsumerLag(topic, partition, records)
-		}
-	}
+	tell(l, func(h HookConsumerLag) { h.OnConsumerLag(topic, partition, records) })
 }
 
 func (l hookList) TableOpened(partition int32, kept bool) {
-	for _, h := range l {
-		if x, ok := h.(HookTableOpened); ok {
-			x.OnTableOpened(partition, kept)
-		}
-	}
+	tell(l, func(h HookTableOpened) { h.OnTableOpened(partition, kept) })
 }
 
 func (l hookList) RestoreProgress(partition int32, restored, remaining int64) {
-	for _, h := range l {
-		if x, ok := h.(HookRestoreProgress); ok {
-			x.OnRestoreProgress(partition, restored, remaining)
-		}
-	}
+	tell(l, func(h HookRestoreProgress) { h.OnRestoreProgress(partition, restored, remaining) })
 }
 
 func (l hookList) TableSize(partition int32, entries int64) {
-	for _, h := range l {
-		if x, ok := h.(HookTableSize); ok {
-			x.OnTableSize(partition, entries)
-		}
-	}
+	tell(l, func(h HookTableSize) { h.OnTableSize(partition, entries) })
 }
 
 func (l hookList) KeyFilterBytes(partition int32, bytes int) {
-	for _, h := range l {
-		if x, ok := h.(HookKeyFilterBytes); ok {
-			x.OnKeyFilterBytes(partition, bytes)
-		}
-	}
+	tell(l, func(h HookKeyFilterBytes) { h.OnKeyFilterBytes(partition, bytes) })
 }
 
 func (l hookList) Swept(partition int32, deleted int) {
-	for _, h := range l {
-		if x, ok := h.(HookSwept); ok {
-			x.OnSwept(partition, deleted)
-		}
-	}
+	tell(l, func(h HookSwept) { h.OnSwept(partition, deleted) })
 }
 
 func (l hookList) PartitionRevoked(partition int32) {
-	for _, h := range l {
-		if x, ok := h.(HookPartitionRevoked); ok {
-			x.OnPartitionRevoked(partition)
-		}
-	}
+	tell(l, func(h HookPartitionRevoked) { h.OnPartitionRevoked(partition) })
 }
 
 func (l hookList) StandbyLag(partition int32, records int64) {
-	for _, h := range l {
-		if x, ok := h.(HookStandbyLag); ok {
-			x.OnStandbyLag(partition, records)
-		}
-	}
+	tell(l, func(h HookStandbyLag) { h.OnStandbyLag(partition, records) })
 }
 
-func (l hookList) CallStarted() {
-	for _, h := range l {
-		if x, ok := h.(HookCallStarted); ok {
-			x.OnCallStarted()
-		}
-	}
-}
+func (l hookList) CallStarted() { tell(l, func(h HookCallStarted) { h.OnCallStarted() }) }
 
 func (l hookList) CallEnded(took time.Duration) {
-	for _, h := range l {
-		if x, ok := h.(HookCallEnded); ok {
-			x.OnCallEnded(took)
-		}
-	}
+	tell(l, func(h HookCallEnded) { h.OnCallEnded(took) })
 }
 
 func (l hookList) KeyWaited(took time.Duration) {
-	for _, h := range l {
-		if x, ok := h.(HookKeyWaited); ok {
-			x.OnKeyWaited(took)
-		}
-	}
+	tell(l, func(h HookKeyWaited) { h.OnKeyWaited(took) })
 }

@@ -6,60 +6,38 @@ import (
 	"github.com/dedupkit/dedup"
 )
 
-// The topology's hooks, each told only the events it implements.
-
-func onProcessed(t *dedup.Topology, partition int32, latency time.Duration) {
+// tell calls event on every hook of the topology that implements H: each
+// hook is told only the events it implements.
+func tell[H any](t *dedup.Topology, event func(H)) {
 	for _, h := range t.Hooks {
-		if x, ok := h.(dedup.HookProcessed); ok {
-			x.OnProcessed(partition, latency)
+		if x, ok := h.(H); ok {
+			event(x)
 		}
 	}
+}
+
+func onProcessed(t *dedup.Topology, partition int32, latency time.Duration) {
+	tell(t, func(h dedup.HookProcessed) { h.OnProcessed(partition, latency) })
 }
 
 func onSkipped(t *dedup.Topology, partition int32) {
-	for _, h := range t.Hooks {
-		if x, ok := h.(dedup.HookSkipped); ok {
-			x.OnSkipped(partition)
-		}
-	}
+	tell(t, func(h dedup.HookSkipped) { h.OnSkipped(partition) })
 }
 
 func onExpired(t *dedup.Topology, partition int32) {
-	for _, h := range t.Hooks {
-		if x, ok := h.(dedup.HookExpired); ok {
-			x.OnExpired(partition)
-		}
-	}
+	tell(t, func(h dedup.HookExpired) { h.OnExpired(partition) })
 }
 
 func onTooOld(t *dedup.Topology, partition int32) {
-	for _, h := range t.Hooks {
-		if x, ok := h.(dedup.HookTooOld); ok {
-			x.OnTooOld(partition)
-		}
-	}
+	tell(t, func(h dedup.HookTooOld) { h.OnTooOld(partition) })
 }
 
 func onDeadLettered(t *dedup.Topology, reason string) {
-	for _, h := range t.Hooks {
-		if x, ok := h.(dedup.HookDeadLettered); ok {
-			x.OnDeadLettered(reason)
-		}
-	}
+	tell(t, func(h dedup.HookDeadLettered) { h.OnDeadLettered(reason) })
 }
 
 func onHandlerError(t *dedup.Topology) {
-	for _, h := range t.Hooks {
-		if x, ok := h.(dedup.HookHandlerError); ok {
-			x.OnHandlerError()
-		}
-	}
+	tell(t, func(h dedup.HookHandlerError) { h.OnHandlerError() })
 }
 
-func onRekeyed(t *dedup.Topology) {
-	for _, h := range t.Hooks {
-		if x, ok := h.(dedup.HookRekeyed); ok {
-			x.OnRekeyed()
-		}
-	}
-}
+func onRekeyed(t *dedup.Topology) { tell(t, func(h dedup.HookRekeyed) { h.OnRekeyed() }) }
