@@ -26,23 +26,18 @@ import (
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/examples/settlement/settle"
 	"github.com/dedupkit/dedup/internal/atleastonce"
+	"github.com/dedupkit/dedup/internal/guarantee"
 	"github.com/dedupkit/dedup/internal/kafkatest"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/internal/wire"
 	"github.com/dedupkit/dedup/processor"
 )
 
-// The --guarantee values, as `processor run` takes them.
-const (
-	exactlyOnce = "exactly-once"
-	bestEffort  = "best-effort"
-)
-
 // guaranteeText is what the worker promises under each --guarantee value,
 // for the demo's header.
 var guaranteeText = map[string]string{
-	exactlyOnce: "exactly-once: an event's outputs and dead letters, its seen mark and its input offset commit together in one Kafka transaction",
-	bestEffort:  "best-effort (goka's runtime): a crash or kill can lose or duplicate events",
+	guarantee.ExactlyOnce: "exactly-once: an event's outputs and dead letters, its seen mark and its input offset commit together in one Kafka transaction",
+	guarantee.BestEffort:  "best-effort (goka's runtime): a crash or kill can lose or duplicate events",
 }
 
 // worker is what both runtimes offer the demo.
@@ -114,15 +109,15 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	handler := fs.String("handler", "forward", "business handler: forward (the dedup bridge) or settlements (examples/settlement's)")
 	verbose := fs.Bool("v", false, "show the worker's logs")
-	guarantee := fs.String("guarantee", exactlyOnce, "exactly-once or best-effort (goka's runtime: a crash or kill can lose or duplicate events)")
+	mode := fs.String("guarantee", guarantee.ExactlyOnce, "exactly-once or best-effort (goka's runtime: a crash or kill can lose or duplicate events)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if _, ok := guaranteeText[*guarantee]; !ok {
-		return fmt.Errorf("--guarantee: %q is not %s or %s", *guarantee, exactlyOnce, bestEffort)
+	if err := guarantee.Check(*mode); err != nil {
+		return fmt.Errorf("--guarantee: %w", err)
 	}
 	h, err := handlerByName(*handler)
 	if err != nil {
@@ -140,7 +135,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
-	fmt.Fprintf(out, "embedded Kafka-protocol broker (kfake) on %v, topic orders with 3 partitions\nworker %s\n\n", brokers, guaranteeText[*guarantee])
+	fmt.Fprintf(out, "embedded Kafka-protocol broker (kfake) on %v, topic orders with 3 partitions\nworker %s\n\n", brokers, guaranteeText[*mode])
 
 	stream, distinct := demoStream()
 	written, err := kafkatest.Produce(brokers, "orders", stream)
@@ -167,7 +162,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 		topo.Outputs = []string{"settlements"}
 	}
 	var runner worker
-	if *guarantee == bestEffort {
+	if *mode == guarantee.BestEffort {
 		runner, err = atleastonce.New(ctx, atleastonce.Config{Brokers: brokers, StateDir: stateDir,
 			CommitInterval: 100 * time.Millisecond, Replication: 1, ClientID: "dedup-demo", Logger: log}, topo)
 	} else {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/checks"
+	"github.com/dedupkit/dedup/internal/guarantee"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 	"github.com/dedupkit/dedup/processor"
 )
@@ -220,7 +221,7 @@ func (cfg *Config) Validate() error {
 			bad("instance-id", "exactly-once only: goka's runtime has no transactional or static identity")
 		}
 	}
-	if err := checkGuarantee(cfg.Guarantee); err != nil {
+	if err := guarantee.Check(cfg.Guarantee); err != nil {
 		bad("guarantee", "%v", err)
 	}
 	if cfg.CommitInterval <= 0 {

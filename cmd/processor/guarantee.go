@@ -2,28 +2,16 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
+
+	"github.com/dedupkit/dedup/internal/guarantee"
 )
 
-// Guarantee names a delivery guarantee of the worker (its --guarantee values).
+// The --guarantee values.
 const (
-	ExactlyOnce = "exactly-once"
-	// BestEffort runs goka's own runtime. It is named after what it gives:
-	// goka marks an event seen (LevelDB and changelog) in the callback and
-	// emits the output asynchronously, so a kill between the two loses the
-	// output, and a kill between output and offset commit repeats it.
-	BestEffort = "best-effort"
+	ExactlyOnce = guarantee.ExactlyOnce
+	BestEffort  = guarantee.BestEffort
 )
-
-// checkGuarantee says why g is not a --guarantee value.
-func checkGuarantee(g string) error {
-	switch g {
-	case ExactlyOnce, BestEffort:
-		return nil
-	}
-	return fmt.Errorf("%q is not %s or %s", g, ExactlyOnce, BestEffort)
-}
 
 // guaranteeText is what the worker promises under g, in the words it logs
 // at start, so an operator reads the guarantee off the log rather than
