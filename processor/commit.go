@@ -55,8 +55,8 @@ func (e *applyError) Unwrap() error { return e.err }
 // commit starts committing the open transaction, or, while another commit
 // is still running, marks it due: the loop starts it when that one ended.
 func (m *member) commit(sess sarama.ConsumerGroupSession) {
-	if m.committing != nil {
-		m.commitDue = true
+	if m.tx.committing != nil {
+		m.tx.commitDue = true
 		return
 	}
 	m.startCommit(sess)
@@ -83,24 +83,24 @@ func (m *member) commitAndWait(sess sarama.ConsumerGroupSession) {
 // meanwhile, and always waits for it (finishCommit, awaitCommit, abort)
 // before the session ends.
 func (m *member) startCommit(sess sarama.ConsumerGroupSession) {
-	if m.committing != nil {
+	if m.tx.committing != nil {
 		return
 	}
-	m.commitDue = false
-	if m.failed {
+	m.tx.commitDue = false
+	if m.tx.failed {
 		return
 	}
-	if !m.txn.dirty {
+	if !m.tx.state.dirty {
 		return
 	}
-	pc := &pendingCommit{txn: m.txn, start: time.Now(), records: m.txn.sent, done: make(chan error, 1)}
-	for p, t := range m.tables {
+	pc := &pendingCommit{txn: m.tx.state, start: time.Now(), records: m.tx.state.sent, done: make(chan error, 1)}
+	for p, t := range m.tables.byPartition {
 		if t.store.Seal() {
 			pc.sealed = append(pc.sealed, sealedStore{p: p, t: t})
 		}
 	}
-	m.txn = newTxnState()
-	m.committing = pc
+	m.tx.state = newTxnState()
+	m.tx.committing = pc
 	stopWatch := m.watchCommit(pc)
 	go func() {
 		err := m.commitSealed(sess, pc)
@@ -133,8 +133,8 @@ func (m *member) commitSealed(sess sarama.ConsumerGroupSession, pc *pendingCommi
 
 // awaitCommit waits for a running commit and finishes it.
 func (m *member) awaitCommit() {
-	if m.committing != nil {
-		m.finishCommit(<-m.committing.done)
+	if m.tx.committing != nil {
+		m.finishCommit(<-m.tx.committing.done)
 	}
 }
 
@@ -142,8 +142,8 @@ func (m *member) awaitCommit() {
 // their sealed overlays, which LevelDB holds now, and the staged records are
 // sent; on a Kafka failure it aborts.
 func (m *member) finishCommit(err error) {
-	pc := m.committing
-	m.committing = nil
+	pc := m.tx.committing
+	m.tx.committing = nil
 	if err != nil && !isApplyError(err) {
 		m.abort(err)
 		return
@@ -151,22 +151,22 @@ func (m *member) finishCommit(err error) {
 	if !m.committed(pc, err) {
 		return
 	}
-	staged := m.staged
+	staged := m.tx.staged
 	for _, msg := range staged {
 		m.send(msg)
 	}
 	clear(staged)
-	m.staged = staged[:0]
+	m.tx.staged = staged[:0]
 }
 
 // awaitCommitted, for abort, waits for a running commit and, if it
 // succeeded, drops its sealed overlays.
 func (m *member) awaitCommitted() {
-	if m.committing == nil {
+	if m.tx.committing == nil {
 		return
 	}
-	pc := m.committing
-	m.committing = nil
+	pc := m.tx.committing
+	m.tx.committing = nil
 	if err := <-pc.done; err == nil || isApplyError(err) {
 		m.committed(pc, err)
 	}
@@ -175,14 +175,14 @@ func (m *member) awaitCommitted() {
 // openOffsets are the partitions whose records are consumed and not
 // committed: those of the open transaction, and those a call holds.
 func (m *member) openOffsets() map[string]map[int32]int64 {
-	if m.calls.held == 0 {
-		return m.txn.offsets
+	if m.session.calls.held == 0 {
+		return m.tx.state.offsets
 	}
-	open := make(map[string]map[int32]int64, len(m.txn.offsets)+1)
-	for topic, parts := range m.txn.offsets {
+	open := make(map[string]map[int32]int64, len(m.tx.state.offsets)+1)
+	for topic, parts := range m.tx.state.offsets {
 		open[topic] = maps.Clone(parts)
 	}
-	for tp, h := range m.calls.parts {
+	for tp, h := range m.session.calls.parts {
 		if len(h.offsets) == 0 {
 			continue
 		}
@@ -206,9 +206,9 @@ func isApplyError(err error) bool {
 // stored changelog offset's data, and the next owner restores.
 func (m *member) committed(pc *pendingCommit, err error) bool {
 	if err != nil {
-		m.fatal = err
-		m.failed = true
-		m.cancelSession()
+		m.session.fatal = err
+		m.tx.failed = true
+		m.session.cancelSession()
 		return false
 	}
 	for _, ss := range pc.sealed {
@@ -216,8 +216,8 @@ func (m *member) committed(pc *pendingCommit, err error) bool {
 		m.reportTable(ss.p, ss.t.store)
 	}
 	m.health.committed(time.Now(), pc.start, pc.txn.offsets, m.openOffsets())
-	if m.holdingScans.Load() { // once released, nothing reads it until the next Setup
-		m.resume.committed(pc.txn.offsets)
+	if m.bg.holdingScans.Load() { // once released, nothing reads it until the next Setup
+		m.session.resume.committed(pc.txn.offsets)
 		m.releaseScansOnceResumed()
 	}
 	m.hooks.TxnCommitted(time.Since(pc.start), pc.txn.sent)
@@ -233,7 +233,7 @@ func (m *member) commitTxn(sess sarama.ConsumerGroupSession, pc *pendingCommit) 
 	if t.err != nil {
 		return t.err
 	}
-	if !m.beginTxn(t) { // only offsets to commit
+	if !m.tx.beginTxn(t) { // only offsets to commit
 		return t.err
 	}
 	if m.cfg.beforeCommit != nil {
@@ -250,12 +250,12 @@ func (m *member) commitTxn(sess sarama.ConsumerGroupSession, pc *pendingCommit) 
 	if len(offsets) > 0 {
 		pc.setStep(stepOffsets)
 		meta := sarama.NewConsumerGroupMetadataFromSession(sess, m.topo.Group, &m.memberName)
-		if err := m.producer.AddOffsetsToTxnWithGroupMetadata(offsets, meta); err != nil {
+		if err := m.tx.producer.AddOffsetsToTxnWithGroupMetadata(offsets, meta); err != nil {
 			return fmt.Errorf("add offsets to transaction: %w", err)
 		}
 	}
 	pc.setStep(stepEndTxn)
-	if err := m.producer.CommitTxn(); err != nil {
+	if err := m.tx.producer.CommitTxn(); err != nil {
 		return fmt.Errorf("commit transaction: %w", err)
 	}
 	return nil

@@ -192,7 +192,7 @@ func TestProcessingWhileCommitting(t *testing.T) {
 	}
 	m := newTestMember(t, prod, all...)
 	stored := func() (n int64) {
-		for _, pt := range m.tables {
+		for _, pt := range m.tables.byPartition {
 			n += storedKeys(t, pt.store)
 		}
 		return n
@@ -219,12 +219,12 @@ func TestProcessingWhileCommitting(t *testing.T) {
 	if got := prod.outputs(); len(got) != 1 {
 		t.Fatalf("producer got outputs %v while transaction 1 committed, want only event 1's", got)
 	}
-	if len(m.staged) != 2 { // event 2's output and changelog record
-		t.Fatalf("%d records held back, want 2 (event 2's; event 1 again is a duplicate)", len(m.staged))
+	if len(m.tx.staged) != 2 { // event 2's output and changelog record
+		t.Fatalf("%d records held back, want 2 (event 2's; event 1 again is a duplicate)", len(m.tx.staged))
 	}
 	answer <- nil
 	m.awaitCommit()
-	m.flush(&m.txn) // the producer has recorded what it acknowledged
+	m.flush(&m.tx.state) // the producer has recorded what it acknowledged
 	if got := prod.outputs(); len(got) != 2 {
 		t.Fatalf("outputs %v after transaction 1 committed, want events 1 and 2", got)
 	}
@@ -239,8 +239,8 @@ func TestProcessingWhileCommitting(t *testing.T) {
 	handleNow(m, sess, event(3))
 	answer <- errors.New("broker says no")
 	m.awaitCommit()
-	if !m.failed || len(m.staged) != 0 || prod.aborted != 1 {
-		t.Fatalf("after the failed commit: failed %v, %d records held, %d aborts; want true, 0, 1", m.failed, len(m.staged), prod.aborted)
+	if !m.tx.failed || len(m.tx.staged) != 0 || prod.aborted != 1 {
+		t.Fatalf("after the failed commit: failed %v, %d records held, %d aborts; want true, 0, 1", m.tx.failed, len(m.tx.staged), prod.aborted)
 	}
 	if got := prod.outputs(); len(got) != 2 {
 		t.Fatalf("outputs %v, want event 3's never sent", got)
@@ -248,8 +248,8 @@ func TestProcessingWhileCommitting(t *testing.T) {
 	if n := stored(); n != 1 {
 		t.Fatalf("LevelDB holds %d records, want 1: the failed transactions must leave nothing", n)
 	}
-	for p, pt := range m.tables {
-		if pt.store.Dirty() || len(pt.store.sealed) > 0 {
+	for p, pt := range m.tables.byPartition {
+		if pt.store.Dirty() || len(pt.store.writes.sealed) > 0 {
 			t.Fatalf("partition %d: writes of the failed transactions still held", p)
 		}
 	}

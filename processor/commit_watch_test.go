@@ -62,8 +62,8 @@ func TestAStalledCommitIsReportedUntilItEnds(t *testing.T) {
 	}
 	answer <- nil
 	m.awaitCommit()
-	if m.failed {
-		t.Fatalf("the commit failed: %v", m.fatal)
+	if m.tx.failed {
+		t.Fatalf("the commit failed: %v", m.session.fatal)
 	}
 	// awaitCommit returned after the watcher exited: nothing may report
 	// from now on. Absence has no event to wait for: watch for ten periods.

@@ -27,7 +27,7 @@ type txnContext struct {
 func (c *txnContext) Context() context.Context { return c.ctx }
 
 // MaxRecordBytes is the largest record the member's producer sends.
-func (c *txnContext) MaxRecordBytes() int { return c.m.maxRecord }
+func (c *txnContext) MaxRecordBytes() int { return c.m.tx.maxRecord }
 
 // Table is the message's partition, which reads and writes any key: under
 // dedup.RekeyNever an event is judged there under its dedup key.
@@ -42,7 +42,7 @@ func (c *txnContext) Table(string) (engine.Table, error) {
 // LoopTable is the table partition a record of key sent to the loop topic
 // would come back to, when this member owns it.
 func (c *txnContext) LoopTable(key string) (engine.Table, bool) {
-	t := c.m.tables[hashPartition(key, c.m.partitions)]
+	t := c.m.tables.byPartition[hashPartition(key, c.m.partitions)]
 	if t == nil {
 		return nil, false
 	}

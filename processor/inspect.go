@@ -17,8 +17,8 @@ import (
 func (p *Processor) lookup(key string) (tablefile.Lookup, error) {
 	res := tablefile.Lookup{Key: key}
 	for _, m := range p.members {
-		m.tablesMu.RLock()
-		for part, t := range m.tables {
+		m.tables.mu.RLock()
+		for part, t := range m.tables.byPartition {
 			res.Owned = append(res.Owned, part)
 			if res.Found {
 				continue
@@ -27,11 +27,11 @@ func (p *Processor) lookup(key string) (tablefile.Lookup, error) {
 			if err == nil {
 				res.Found, res.Partition, res.Value = true, part, v
 			} else if !errors.Is(err, leveldb.ErrNotFound) {
-				m.tablesMu.RUnlock()
+				m.tables.mu.RUnlock()
 				return res, fmt.Errorf("partition %d: %w", part, err)
 			}
 		}
-		m.tablesMu.RUnlock()
+		m.tables.mu.RUnlock()
 	}
 	slices.Sort(res.Owned)
 	return res, nil

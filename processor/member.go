@@ -32,35 +32,34 @@ type member struct {
 	hooks      hookList
 	log        *slog.Logger
 	memberName string // transactional.id and static group instance id
-	host       string // the instance's name in the group: <group>-<instance>, its members' names less "-<thread>"
 	tableTopic string // the changelog, named once
 	loopTopic  string // <group>-loop, named once (not per looped event)
 	partitions int32  // of the inputs and the loop topic (copartitioned)
 
-	client      sarama.Client // restore reads
-	group       sarama.ConsumerGroup
-	producerCfg *sarama.Config
-	producer    sarama.AsyncProducer
-	// maxRecord is the largest record the producer sends (recordLimit). The
-	// broker refusing a record as too large means a topic's
-	// max.message.bytes was lowered since it was read: abort sets
-	// limitStale, and run reads the limits again before the next producer,
-	// so the event is dead-lettered when it comes again instead of
-	// aborting every transaction that holds it.
-	maxRecord  int
-	limitStale bool
+	client sarama.Client // restore reads
+	group  sarama.ConsumerGroup
+	health memberHealth
 
-	cancelSession context.CancelFunc
-	ready         atomic.Bool
-	fatal         error // set by the loop; read by run after Consume returned
-	health        memberHealth
-	// rebalanceStart is when the member last stopped processing: its first
-	// join, or the Cleanup of a revoked or failed session; the session's
-	// restores report the time from there until every claimed partition is
-	// ready again (session.go). Setup, Cleanup and run share one goroutine
-	// (sarama's Consume calls both).
-	rebalanceStart time.Time
+	session sessionState // the claim side (session.go)
+	tables  tableSet     // the claimed partitions' tables, once restored
+	tx      transaction  // the write side (txn.go, commit.go)
+	bg      background   // the Processor's work beside the loops
+}
 
+// tableSet holds the restored partitions' tables; the loop owns them. mu
+// guards the map (not the tables) against Lookup from HTTP handlers: the
+// loop adds a partition's table once it is restored, and Setup and Cleanup
+// reset the map, so the loop reads it without the lock.
+type tableSet struct {
+	mu          sync.RWMutex
+	byPartition map[int32]*partitionTable
+}
+
+// background is the work of the Processor's that its members take part in
+// beside their loops: the stores kept between sessions, the pacing of key
+// filter builds, the standbys, and the watches that abort a dead
+// instance's transactions.
+type background struct {
 	// kept are the stores of the last sessions of the Processor's members,
 	// open, with nothing uncommitted in them: Setup hands each claimed
 	// partition's to its restore and closes the others this member kept
@@ -73,9 +72,6 @@ type member struct {
 	// preopened is closed once the stores noted for the Processor's members
 	// are open (preopen.go); nil: none are opened at start.
 	preopened chan struct{}
-	// resume is which claimed partitions have not processed again since
-	// Setup; the hold on the background work ends with it (resume.go).
-	resume resumeWatch
 	// standby and strategy, with Config.StandbyReplicas: the Processor's
 	// standbys and this member's assignment strategy, which says which it
 	// holds (standby.go); lastProbe is the member's latest warm-up rejoin
@@ -83,41 +79,45 @@ type member struct {
 	standby   *standbyTasks
 	strategy  *assign.Member
 	lastProbe atomic.Int64
-	owned     atomic.Int32 // partitions claimed in the current session
 	// stuck is the Processor's watch of stuck transactions, which the
 	// member's loop claims wake when they are blocked (stuck.go); nil: off.
 	stuck *stuckWatch
 	// peers is the Processor's watch of the other instances' liveness,
 	// told of each session start (peerwatch.go); nil: off.
 	peers *peerWatch
+}
+
+// sessionState is the member's claim side: its group session, the
+// restores that bring the claimed partitions' tables up, and the channels
+// and calls of the loop that processes them. Setup makes what is per
+// session; Setup, Cleanup and run share one goroutine (sarama's Consume
+// calls both).
+type sessionState struct {
+	cancelSession context.CancelFunc
+	ready         atomic.Bool
+	fatal         error // set by the loop; read by run after Consume returned
+	// rebalanceStart is when the member last stopped processing: its first
+	// join, or the Cleanup of a revoked or failed session; the session's
+	// restores report the time from there until every claimed partition is
+	// ready again (session.go).
+	rebalanceStart time.Time
+	owned          atomic.Int32 // partitions claimed in the current session
+	// resume is which claimed partitions have not processed again since
+	// Setup; the hold on the background work ends with it (resume.go).
+	resume resumeWatch
 	// restores are the session's restores by partition, made by Setup and
 	// read-only until Cleanup; restoring counts their goroutines.
 	restores  map[int32]*partitionRestore
 	restoring sync.WaitGroup
-
-	// tablesMu guards the tables map (not the tables) against Lookup from
-	// HTTP handlers; the loop adds a partition's table once it is restored,
-	// and Setup and Cleanup reset the map.
-	tablesMu sync.RWMutex
+	adopt     chan *partitionTable // a restored partition for the loop to own
 
 	// Owned by the loop goroutine during a session.
-	tables map[int32]*partitionTable // the restored partitions' stores
-	adopt  chan *partitionTable      // a restored partition for the loop to own (session.go)
-	txn    txnState
-	// committing is the previous transaction while its commit runs
-	// (commit.go); staged holds the records produced meanwhile, and
-	// commitDue says the commit interval ended meanwhile.
-	committing *pendingCommit
-	staged     []*sarama.ProducerMessage
-	commitDue  bool
-	calls      *calls           // handler calls started and not finished (calls.go)
-	standIn    *standIn         // the loop's stand-in inside a call (standin.go)
-	inline     flight           // the record being processed with Concurrency 1
-	commitTick <-chan time.Time // the loop's commit interval
-	failed     bool             // the session's transaction was aborted: ignore the rest
-	in         chan []inbound   // batches of one claim's messages
-	stop       chan struct{}
-	done       chan struct{}
+	calls   *calls         // handler calls started and not finished (calls.go)
+	standIn *standIn       // the loop's stand-in inside a call (standin.go)
+	inline  flight         // the record being processed with Concurrency 1
+	in      chan []inbound // batches of one claim's messages
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 // inbound is a consumed message with what its claim's goroutine worked out
@@ -144,14 +144,14 @@ func (m *member) topics() []string { return append(slices.Clone(m.topo.Inputs), 
 // After an aborted transaction the session is ended and Consume is called
 // again, so the member rejoins and resumes from the committed offsets.
 func (m *member) run(ctx context.Context) error {
-	defer m.closeProducer()
+	defer m.tx.closeProducer()
 	defer m.closeKept()
-	if m.standby != nil {
-		defer m.standby.closeAll(m)
+	if m.bg.standby != nil {
+		defer m.bg.standby.closeAll(m)
 	}
 	for ctx.Err() == nil {
-		if m.producer == nil {
-			if m.limitStale {
+		if m.tx.producer == nil {
+			if m.tx.limitStale {
 				if err := m.refreshRecordLimit(ctx); err != nil {
 					return err
 				}
@@ -161,14 +161,14 @@ func (m *member) run(ctx context.Context) error {
 			}
 		}
 		sessCtx, cancel := context.WithCancel(ctx)
-		m.cancelSession = cancel
-		if m.rebalanceStart.IsZero() {
-			m.rebalanceStart = time.Now()
+		m.session.cancelSession = cancel
+		if m.session.rebalanceStart.IsZero() {
+			m.session.rebalanceStart = time.Now()
 		}
 		err := m.group.Consume(sessCtx, m.topics(), m)
 		cancel()
-		if m.fatal != nil {
-			return m.fatal
+		if m.session.fatal != nil {
+			return m.session.fatal
 		}
 		if fenced := fencedInstance(err, m.memberName, m.topo.Group); fenced != nil { // the join itself
 			return fenced
@@ -189,9 +189,9 @@ func (m *member) run(ctx context.Context) error {
 
 func (m *member) newProducer(ctx context.Context) error {
 	for {
-		p, err := txnproducer.New(m.cfg.Brokers, m.producerCfg)
+		p, err := txnproducer.New(m.cfg.Brokers, m.tx.producerCfg)
 		if err == nil {
-			m.producer = p
+			m.tx.producer = p
 			return nil
 		}
 		if kafkautil.Refused(err) { // e.g. no WRITE on the transactional ID
@@ -211,21 +211,14 @@ func (m *member) refreshRecordLimit(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read max.message.bytes again after the broker refused a record as too large: %w", err)
 	}
-	m.limitStale = false
-	if limit != m.maxRecord {
+	m.tx.limitStale = false
+	if limit != m.tx.maxRecord {
 		m.log.Warn("a topic's max.message.bytes changed while running: events whose records do not fit are dead-lettered as "+
-			dedup.ReasonTooLarge, "was", m.maxRecord, "now", limit)
-		m.maxRecord = limit
-		m.producerCfg.Producer.MaxMessageBytes = limit
+			dedup.ReasonTooLarge, "was", m.tx.maxRecord, "now", limit)
+		m.tx.maxRecord = limit
+		m.tx.producerCfg.Producer.MaxMessageBytes = limit
 	}
 	return nil
-}
-
-func (m *member) closeProducer() {
-	if m.producer != nil {
-		m.producer.Close()
-		m.producer = nil
-	}
 }
 
 // handBatch bounds the messages a claim hands to the loop at once.
@@ -247,13 +240,13 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 	// An input partition whose table another member holds has no restore:
 	// the loop forwards its events to that member (process).
 	var early []*sarama.ConsumerMessage
-	if r := m.restores[claim.Partition()]; r != nil {
+	if r := m.session.restores[claim.Partition()]; r != nil {
 		var ok bool
 		if early, ok = m.awaitRestore(claim, r, done); !ok {
 			return nil // the session ended, or the restore failed and ended it
 		}
 	}
-	m.resume.started(claim, progress)
+	m.session.resume.started(claim, progress)
 	for len(early) > 0 {
 		n := min(handBatch, len(early))
 		batch := make([]inbound, 0, n)
@@ -307,12 +300,12 @@ func (m *member) prepare(keys *headerKeys, msg *sarama.ConsumerMessage) inbound 
 // hand queues a batch for the loop; false when the session ended first.
 func (m *member) hand(sess sarama.ConsumerGroupSession, in []inbound) bool {
 	select { // the non-blocking send first: no locking of both channels
-	case m.in <- in:
+	case m.session.in <- in:
 		return true
 	default:
 	}
 	select {
-	case m.in <- in:
+	case m.session.in <- in:
 		return true
 	case <-sess.Context().Done():
 		return false
@@ -320,11 +313,11 @@ func (m *member) hand(sess sarama.ConsumerGroupSession, in []inbound) bool {
 }
 
 func (m *member) loop(sess sarama.ConsumerGroupSession) {
-	defer close(m.done)
+	defer close(m.session.done)
 	tick := time.NewTicker(m.cfg.CommitInterval)
 	defer tick.Stop()
-	m.commitTick = tick.C
-	if m.calls.limit == 1 {
+	m.tx.commitTick = tick.C
+	if m.session.calls.limit == 1 {
 		defer m.startStandIn(sess)()
 	}
 	sweepTick := time.NewTicker(m.cfg.SweepInterval)
@@ -335,65 +328,51 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 	// partitions that did not move are then held up by the rebalance alone.
 	first := true
 	for {
-		acks, nacks, committed := m.channels()
+		acks, nacks, committed := m.tx.channels()
 		select {
-		case t := <-m.adopt:
-			m.own(t)
-		case batch := <-m.in:
+		case t := <-m.session.adopt:
+			m.tables.own(t)
+		case batch := <-m.session.in:
 			m.handleBatch(sess, batch)
 			m.handleQueued(sess)
-			if first && m.txn.dirty {
+			if first && m.tx.state.dirty {
 				first = false
 				m.commit(sess)
 			}
-		case f := <-m.calls.results:
+		case f := <-m.session.calls.results:
 			m.callReturned(sess, f)
 		case s := <-acks:
-			m.acked(&m.txn, s)
+			m.acked(&m.tx.state, s)
 		case e := <-nacks:
-			m.nacked(&m.txn, e)
+			m.nacked(&m.tx.state, e)
 		case err := <-committed:
 			m.committedTxn(sess, err)
 		case <-tick.C:
-			if sweepMore && !m.failed {
+			if sweepMore && !m.tx.failed {
 				sweepMore = m.sweep(time.Now())
 			}
 			m.commit(sess)
 			m.releaseScansOnceResumed()
 		case <-sweepTick.C:
-			if !m.failed {
+			if !m.tx.failed {
 				sweepMore = m.sweep(time.Now())
 			}
-		case <-m.stop:
+		case <-m.session.stop:
 			// The session's context is done: running calls return as
 			// interrupted (or done, if their handler finished first).
-			m.awaitCalls(sess, func() bool { return m.calls.running == 0 })
-			close(m.calls.jobs) // the workers end
+			m.awaitCalls(sess, func() bool { return m.session.calls.running == 0 })
+			close(m.session.calls.jobs) // the workers end
 			m.commitAndWait(sess)
 			return
 		}
 	}
 }
 
-// channels are the producer's and the running commit's channels the loop
-// waits on. Acknowledgements are taken whenever they come, so the producer
-// never waits on the loop; none come once the session failed, and while a
-// commit runs its goroutine takes them.
-func (m *member) channels() (<-chan *sarama.ProducerMessage, <-chan *sarama.ProducerError, <-chan error) {
-	switch {
-	case m.committing != nil:
-		return nil, nil, m.committing.done
-	case !m.failed:
-		return m.producer.Successes(), m.producer.Errors(), nil
-	}
-	return nil, nil, nil
-}
-
 // committedTxn ends the running commit, and starts the next if one fell due
 // meanwhile.
 func (m *member) committedTxn(sess sarama.ConsumerGroupSession, err error) {
 	m.finishCommit(err)
-	if m.commitDue {
+	if m.tx.commitDue {
 		m.startCommit(sess)
 	}
 }
@@ -408,7 +387,7 @@ const drainMax = 4
 func (m *member) handleQueued(sess sarama.ConsumerGroupSession) {
 	for range drainMax {
 		select {
-		case batch := <-m.in:
+		case batch := <-m.session.in:
 			m.handleBatch(sess, batch)
 		default:
 			return
@@ -421,7 +400,7 @@ func (m *member) handleBatch(sess sarama.ConsumerGroupSession, batch []inbound) 
 	for _, in := range batch {
 		m.handle(sess, in)
 	}
-	if last := batch[len(batch)-1]; !m.failed && last.progress != nil { // a batch is one claim's
+	if last := batch[len(batch)-1]; !m.tx.failed && last.progress != nil { // a batch is one claim's
 		last.progress.next.Store(last.msg.Offset + 1)
 	}
 }
@@ -429,7 +408,7 @@ func (m *member) handleBatch(sess sarama.ConsumerGroupSession, batch []inbound) 
 // handle processes one message and ends the transaction when it failed or
 // is full.
 func (m *member) handle(sess sarama.ConsumerGroupSession, in inbound) {
-	if m.failed {
+	if m.tx.failed {
 		return
 	}
 	m.process(sess, in)
@@ -437,15 +416,15 @@ func (m *member) handle(sess sarama.ConsumerGroupSession, in inbound) {
 	// A batch of events of milliseconds each is seconds: the commit
 	// interval is kept between them too, not only between batches, and a
 	// commit that ended meanwhile is finished.
-	if m.committing != nil {
+	if m.tx.committing != nil {
 		select {
-		case err := <-m.committing.done:
+		case err := <-m.tx.committing.done:
 			m.committedTxn(sess, err)
 		default:
 		}
 	}
 	select {
-	case <-m.commitTick:
+	case <-m.tx.commitTick:
 		m.commit(sess)
 	default:
 	}
@@ -454,10 +433,10 @@ func (m *member) handle(sess sarama.ConsumerGroupSession, in inbound) {
 // settle ends the transaction after an event when it failed or is full.
 func (m *member) settle(sess sarama.ConsumerGroupSession) {
 	switch {
-	case m.failed:
-	case m.txn.err != nil:
-		m.abort(m.txn.err)
-	case m.txn.sent+len(m.staged) >= m.cfg.MaxBatch:
+	case m.tx.failed:
+	case m.tx.state.err != nil:
+		m.abort(m.tx.state.err)
+	case m.tx.state.sent+len(m.tx.staged) >= m.cfg.MaxBatch:
 		m.commitFull(sess)
 	}
 }

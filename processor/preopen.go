@@ -74,8 +74,8 @@ func loadClaimed(path string) []int32 {
 func (p *Processor) startPreopen() {
 	done := make(chan struct{})
 	for _, m := range p.members {
-		m.preopened = done
-		m.holdScans()
+		m.bg.preopened = done
+		m.bg.holdScans()
 	}
 	go p.preopen(done)
 }
@@ -99,7 +99,7 @@ func (p *Processor) preopen(done chan<- struct{}) {
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
-				s, damage, err := openOrWipe(path, seenExpiry, m.scans)
+				s, damage, err := openOrWipe(path, seenExpiry, m.bg.scans)
 				if damage != nil {
 					m.log.Error("table store damaged, deleted it to restore it from the changelog",
 						"partition", part, "path", path, "err", damage)
@@ -107,7 +107,7 @@ func (p *Processor) preopen(done chan<- struct{}) {
 				if err != nil {
 					return
 				}
-				m.kept.putOpened(m, part, s)
+				m.bg.kept.putOpened(m, part, s)
 			}()
 		}
 	}
@@ -122,12 +122,12 @@ func storeExists(path string) bool {
 
 // awaitPreopen waits until the Processor's stores noted at start are open;
 // false when done closed first.
-func (m *member) awaitPreopen(done <-chan struct{}) bool {
-	if m.preopened == nil {
+func (bg *background) awaitPreopen(done <-chan struct{}) bool {
+	if bg.preopened == nil {
 		return true
 	}
 	select {
-	case <-m.preopened:
+	case <-bg.preopened:
 		return true
 	case <-done:
 		return false

@@ -46,21 +46,21 @@ func TestPreopenKeepsTheNotedStores(t *testing.T) {
 		}
 	}
 	cfg := &Config{StateDir: state}
-	m := &member{cfg: cfg, topo: topo, memberName: "g-abc-0", kept: &keptStores{}, scans: newScanPacer(), hooks: nil, log: slog.New(slog.DiscardHandler)}
+	m := &member{cfg: cfg, topo: topo, memberName: "g-abc-0", bg: background{kept: &keptStores{}, scans: newScanPacer()}, hooks: nil, log: slog.New(slog.DiscardHandler)}
 	m.saveClaimed([]int32{1, 2, 3, 40}) // 3 is not on disk, 40 not a partition
 	p := &Processor{cfg: *cfg, topo: topo, partitions: 12, members: []*member{m}}
 	p.startPreopen()
 	// The opens' key filter builds wait like those after a Setup, until
 	// the member's partitions process again.
-	if !m.holdingScans.Load() || m.scans.held.Load() != 1 {
-		t.Fatalf("member holds the builds: %v (%d holds); want it to hold them from the start", m.holdingScans.Load(), m.scans.held.Load())
+	if !m.bg.holdingScans.Load() || m.bg.scans.held.Load() != 1 {
+		t.Fatalf("member holds the builds: %v (%d holds); want it to hold them from the start", m.bg.holdingScans.Load(), m.bg.scans.held.Load())
 	}
-	if !m.awaitPreopen(nil) {
+	if !m.bg.awaitPreopen(nil) {
 		t.Fatal("preopen did not end")
 	}
 	var stores []*store
 	for _, part := range []int32{1, 2} {
-		s, opened := m.kept.take(part)
+		s, opened := m.bg.kept.take(part)
 		if s == nil || !opened {
 			t.Fatalf("partition %d: store %v, opened %v; want it opened at start", part, s, opened)
 		}
@@ -69,16 +69,16 @@ func TestPreopenKeepsTheNotedStores(t *testing.T) {
 		}
 		stores = append(stores, s)
 	}
-	m.releaseScans()
+	m.bg.releaseScans()
 	for i, s := range stores {
 		if r := <-s.rebuild.done; r.err != nil {
 			t.Fatalf("key filter build after the release: %v", r.err)
 		}
 		s.rebuild = nil
-		m.kept.putOpened(m, []int32{1, 2}[i], s) // back, for closeKept
+		m.bg.kept.putOpened(m, []int32{1, 2}[i], s) // back, for closeKept
 	}
 	for _, part := range []int32{3, 40} {
-		if s, _ := m.kept.take(part); s != nil {
+		if s, _ := m.bg.kept.take(part); s != nil {
 			t.Errorf("partition %d opened, but it had no store", part)
 		}
 	}

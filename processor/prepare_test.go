@@ -37,7 +37,7 @@ func TestProcessJudgesThePreparedEvent(t *testing.T) {
 	if len(outputs) != 1 || !bytes.Equal(outputs[0], benchValue(2)) {
 		t.Fatalf("outputs %q, want the prepared event %q", outputs, benchValue(2))
 	}
-	if got := m.txn.offsets[m.topo.Inputs[0]][0]; got != 2 {
+	if got := m.tx.state.offsets[m.topo.Inputs[0]][0]; got != 2 {
 		t.Fatalf("next offset %d, want 2 (the handed-over message's)", got)
 	}
 }

@@ -25,17 +25,17 @@ import (
 // message is judged again against a sound table.
 func (m *member) process(sess sarama.ConsumerGroupSession, in inbound) {
 	msg := in.msg
-	t := m.tables[msg.Partition]
+	t := m.tables.byPartition[msg.Partition]
 	// A nil table is an input partition whose table another member holds
 	// while this one warms it up (no restore of it): the engine forwards
 	// what it would judge there (txnContext.Table).
-	if t == nil && (m.restores[msg.Partition] != nil || msg.Topic == m.loopTopic) {
+	if t == nil && (m.session.restores[msg.Partition] != nil || msg.Topic == m.loopTopic) {
 		m.failedAt(msg, fmt.Errorf("message from unassigned partition %s/%d", msg.Topic, msg.Partition))
 		return
 	}
-	if m.calls.limit == 1 { // one record at a time, to its end: no allocation for it
-		m.inline = flight{in: in, tp: topicPartition{msg.Topic, msg.Partition}}
-		m.begin(sess, &m.inline)
+	if m.session.calls.limit == 1 { // one record at a time, to its end: no allocation for it
+		m.session.inline = flight{in: in, tp: topicPartition{msg.Topic, msg.Partition}}
+		m.begin(sess, &m.session.inline)
 		return
 	}
 	f := &flight{in: in, tp: topicPartition{msg.Topic, msg.Partition}}
@@ -56,12 +56,12 @@ func (m *member) admit(sess sarama.ConsumerGroupSession, f *flight) bool {
 		case <-ended:
 			return true
 		default:
-			return m.failed
+			return m.tx.failed
 		}
 	}
 	for {
-		switch c := m.calls; {
-		case m.failed:
+		switch c := m.session.calls; {
+		case m.tx.failed:
 			return false
 		case over():
 			// The session ended while f waited: no parked record starts
@@ -86,7 +86,7 @@ func (m *member) admit(sess sarama.ConsumerGroupSession, f *flight) bool {
 // false when it needed none (it is done, or the transaction failed).
 func (m *member) begin(sess sarama.ConsumerGroupSession, f *flight) bool {
 	msg := f.in.msg
-	f.rt = txnContext{m: m, ctx: sess.Context(), table: m.tables[msg.Partition], partition: msg.Partition}
+	f.rt = txnContext{m: m, ctx: sess.Context(), table: m.tables.byPartition[msg.Partition], partition: msg.Partition}
 	started, err := engine.StartRecord(m.topo, &f.rt, f.in.prep, msg.Value, &f.call)
 	if err != nil {
 		m.failedAt(msg, err)
@@ -96,23 +96,23 @@ func (m *member) begin(sess sarama.ConsumerGroupSession, f *flight) bool {
 		m.markDone(f.tp, msg.Offset, f.held, f.in.progress)
 		return false
 	}
-	if m.calls.limit == 1 { // made here, the stand-in committing meanwhile
-		m.calls.note(f)
-		m.standIn.enter(f.started)
+	if m.session.calls.limit == 1 { // made here, the stand-in committing meanwhile
+		m.session.calls.note(f)
+		m.session.standIn.enter(f.started)
 		f.call.Run(f.rt.ctx)
-		m.standIn.leave()
+		m.session.standIn.leave()
 		m.finishCall(sess, f)
 		return true
 	}
-	m.calls.start(f)
+	m.session.calls.start(f)
 	return true
 }
 
 // startParked starts the parked records that can start, while calls are
 // free and the session goes on.
 func (m *member) startParked(sess sarama.ConsumerGroupSession) {
-	c := m.calls
-	for c.running < c.limit && !m.failed && sess.Context().Err() == nil {
+	c := m.session.calls
+	for c.running < c.limit && !m.tx.failed && sess.Context().Err() == nil {
 		f := c.nextReady()
 		if f == nil {
 			return
@@ -128,8 +128,8 @@ func (m *member) startParked(sess sarama.ConsumerGroupSession) {
 // finishCall ends a call that returned: its outputs and seen mark go into
 // the open transaction, or its event is dead-lettered (engine.Call.Finish).
 func (m *member) finishCall(sess sarama.ConsumerGroupSession, f *flight) {
-	m.calls.stopped(f)
-	if m.failed {
+	m.session.calls.stopped(f)
+	if m.tx.failed {
 		return // the transaction is gone (a commit failed meanwhile); the events are consumed again
 	}
 	msg := f.in.msg
@@ -137,7 +137,7 @@ func (m *member) finishCall(sess sarama.ConsumerGroupSession, f *flight) {
 		// The session ended: the event is neither marked nor committed (its
 		// offset stays held), and the partition's next owner, or this
 		// member after it rejoined, runs it again.
-		m.calls.hold(f)
+		m.session.calls.hold(f)
 		m.log.Info("handler interrupted by the end of the session; the event runs again", "topic", msg.Topic,
 			"partition", msg.Partition, "offset", msg.Offset)
 		return
@@ -160,15 +160,15 @@ func (m *member) callReturned(sess sarama.ConsumerGroupSession, f *flight) {
 // markDone notes the event at off of tp done: the partition's committable
 // offset moves as far as the calls let it, and so does its lag.
 func (m *member) markDone(tp topicPartition, off int64, held bool, progress *claimProgress) {
-	next := m.calls.done(tp, off, held)
+	next := m.session.calls.done(tp, off, held)
 	if progress != nil {
 		progress.done.Store(next)
 	}
-	if m.txn.offsets[tp.topic] == nil {
-		m.txn.offsets[tp.topic] = map[int32]int64{}
+	if m.tx.state.offsets[tp.topic] == nil {
+		m.tx.state.offsets[tp.topic] = map[int32]int64{}
 	}
-	m.txn.offsets[tp.topic][tp.partition] = next
-	m.txn.dirty = true
+	m.tx.state.offsets[tp.topic][tp.partition] = next
+	m.tx.state.dirty = true
 }
 
 // failedAt aborts the transaction for the engine's error at msg.
@@ -180,7 +180,7 @@ func (m *member) failedAt(msg *sarama.ConsumerMessage, err error) {
 		m.abort(fmt.Errorf("table store damaged, at %s/%d@%d: %w", msg.Topic, msg.Partition, msg.Offset, err))
 	default:
 		m.abort(fmt.Errorf("callback failed at %s/%d@%d: %w", msg.Topic, msg.Partition, msg.Offset, err))
-		m.fatal = err
+		m.session.fatal = err
 	}
 }
 
@@ -191,7 +191,7 @@ func (m *member) failedAt(msg *sarama.ConsumerMessage, err error) {
 // open past it.
 func (m *member) awaitCalls(sess sarama.ConsumerGroupSession, ready func() bool) {
 	for !ready() {
-		m.serveOnce(sess, m.calls.results, nil, m.commitTick)
+		m.serveOnce(sess, m.session.calls.results, nil, m.tx.commitTick)
 	}
 }
 
@@ -200,17 +200,17 @@ func (m *member) awaitCalls(sess sarama.ConsumerGroupSession, ready func() bool)
 // that ended, the commit interval (tick), or a wake-up (wake). A nil
 // channel is not waited on. awaitCalls and the stand-in share it.
 func (m *member) serveOnce(sess sarama.ConsumerGroupSession, results <-chan *flight, wake <-chan struct{}, tick <-chan time.Time) {
-	acks, nacks, committed := m.channels()
+	acks, nacks, committed := m.tx.channels()
 	select {
 	case f := <-results:
 		m.callReturned(sess, f)
 	case <-wake:
-	case t := <-m.adopt:
-		m.own(t)
+	case t := <-m.session.adopt:
+		m.tables.own(t)
 	case s := <-acks:
-		m.acked(&m.txn, s)
+		m.acked(&m.tx.state, s)
 	case e := <-nacks:
-		m.nacked(&m.txn, e)
+		m.nacked(&m.tx.state, e)
 	case err := <-committed:
 		m.committedTxn(sess, err)
 	case <-tick:

@@ -26,7 +26,7 @@ func (s benchSession) Context() context.Context { return s.ctx }
 func benchMember(b *testing.B) (*member, *store) {
 	b.Helper()
 	m := newTestMember(b, newAckProducer(b), 0)
-	return m, m.tables[0].store
+	return m, m.tables.byPartition[0].store
 }
 
 // benchPartitions is the partition count of test members, as in the bench.
@@ -44,15 +44,15 @@ func newTestMember(tb testing.TB, producer sarama.AsyncProducer, partitions ...i
 	cfg.setDefaults()
 	m := &member{cfg: cfg, topo: topo, hooks: nil, log: cfg.Logger, memberName: "bench-0",
 		tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: benchPartitions,
-		tables: map[int32]*partitionTable{}, txn: newTxnState(), producer: producer, cancelSession: func() {},
-		calls: newCalls(topo.Calls(), nil)}
+		tables: tableSet{byPartition: map[int32]*partitionTable{}}, tx: transaction{state: newTxnState(), producer: producer},
+		session: sessionState{cancelSession: func() {}, calls: newCalls(topo.Calls(), nil)}}
 	for _, p := range partitions {
 		s, err := openStore(tb.TempDir(), seenExpiry, nil)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(func() { s.Close() })
-		m.own(&partitionTable{m: m, p: p, store: s})
+		m.tables.own(&partitionTable{m: m, p: p, store: s})
 	}
 	return m
 }
@@ -71,8 +71,8 @@ func handleNow(m *member, sess sarama.ConsumerGroupSession, in inbound) {
 
 // finishCalls waits for the member's running calls and finishes them.
 func finishCalls(m *member, sess sarama.ConsumerGroupSession) {
-	for m.calls.running > 0 {
-		m.finishCall(sess, <-m.calls.results)
+	for m.session.calls.running > 0 {
+		m.finishCall(sess, <-m.session.calls.results)
 	}
 }
 
@@ -143,7 +143,7 @@ func commitEvery(b *testing.B, m *member, i, n int) {
 		return
 	}
 	b.StopTimer()
-	for _, t := range m.tables {
+	for _, t := range m.tables.byPartition {
 		if !t.store.Dirty() {
 			continue
 		}
@@ -151,8 +151,8 @@ func commitEvery(b *testing.B, m *member, i, n int) {
 			b.Fatal(err)
 		}
 	}
-	m.flush(&m.txn)
-	m.txn = newTxnState()
+	m.flush(&m.tx.state)
+	m.tx.state = newTxnState()
 	b.StartTimer()
 }
 
@@ -188,15 +188,15 @@ func BenchmarkProcess(b *testing.B) {
 		for i := range msgs {
 			msgs[i] = loopMessage(m.topo, i*7%seen)
 		}
-		m.flush(&m.txn)
-		m.txn = newTxnState()
+		m.flush(&m.tx.state)
+		m.tx.state = newTxnState()
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			processNow(m, sess, m.prepare(&keys, msgs[i%len(msgs)]))
 		}
-		if m.txn.sent != 0 {
-			b.Fatalf("%d records sent for duplicates", m.txn.sent)
+		if m.tx.state.sent != 0 {
+			b.Fatalf("%d records sent for duplicates", m.tx.state.sent)
 		}
 	})
 	b.Run("rekey", func(b *testing.B) { // from the input, keyed by aggregate, another member's: looped
@@ -246,9 +246,9 @@ func BenchmarkProcess(b *testing.B) {
 			commitEvery(b, m, i, 1000)
 		}
 		b.StopTimer()
-		if m.txn.sent != 2*(b.N%1000) {
+		if m.tx.state.sent != 2*(b.N%1000) {
 			b.Fatalf("%d records sent since the last commit for %d first-seen events, want an output and a changelog record each",
-				m.txn.sent, b.N%1000)
+				m.tx.state.sent, b.N%1000)
 		}
 	})
 	b.Run("norekey", func(b *testing.B) { // --rekey=never: judged in the partition it arrived in, runs of 64 per partition as fetched

@@ -122,10 +122,11 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	}
 	for t := 0; t < cfg.Threads; t++ {
 		name := fmt.Sprintf("%s-%s-%d", topo.Group, instance, t)
-		m := &member{cfg: &p.cfg, topo: topo, hooks: hooks, memberName: name, host: host, maxRecord: cfg.maxRecord, kept: kept, scans: scans, standby: standby,
-			tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: partitions, stuck: p.stuck, peers: p.peers,
-			log: cfg.Logger.With("member", name), producerCfg: producerConfig(&cfg, name)}
-		if err := m.connect(); err != nil {
+		m := &member{cfg: &p.cfg, topo: topo, hooks: hooks, memberName: name,
+			tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: partitions,
+			bg:  background{kept: kept, scans: scans, standby: standby, stuck: p.stuck, peers: p.peers},
+			log: cfg.Logger.With("member", name), tx: transaction{producerCfg: producerConfig(&cfg, name), maxRecord: cfg.maxRecord}}
+		if err := m.connect(host); err != nil {
 			p.close()
 			return nil, err
 		}
@@ -238,13 +239,13 @@ func hashPartition(key string, partitions int32) int32 {
 }
 
 // connect creates the member's restore client and group member.
-func (m *member) connect() error {
+func (m *member) connect(host string) error {
 	var err error
 	if m.client, err = sarama.NewClient(m.cfg.Brokers, baseConfig(m.cfg, m.memberName)); err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
 	cc := consumerConfig(m.cfg, m.memberName)
-	if m.standby != nil {
+	if m.bg.standby != nil {
 		// This member's own instance of the sticky strategy: it reports
 		// the standbys the member holds and hears which to hold.
 		// With re-keying, a member can forward what it would judge in a
@@ -254,13 +255,13 @@ func (m *member) connect() error {
 		if m.topo.Rekey != dedup.RekeyNever {
 			forwardTo = m.loopTopic
 		}
-		m.strategy = assign.NewMember(m.host, m.cfg.StandbyReplicas, func() ([]int32, []int32) { return m.standby.held(m) }, forwardTo)
-		cc.Consumer.Group.Rebalance.GroupStrategies[0] = m.strategy
-	} else if m.peers != nil {
+		m.bg.strategy = assign.NewMember(host, m.cfg.StandbyReplicas, func() ([]int32, []int32) { return m.bg.standby.held(m) }, forwardTo)
+		cc.Consumer.Group.Rebalance.GroupStrategies[0] = m.bg.strategy
+	} else if m.bg.peers != nil {
 		// The sticky strategy with the liveness address in the
 		// subscription (Processor.listenPeers).
-		m.strategy = assign.NewMember(m.host, 0, nil, "")
-		cc.Consumer.Group.Rebalance.GroupStrategies[0] = m.strategy
+		m.bg.strategy = assign.NewMember(host, 0, nil, "")
+		cc.Consumer.Group.Rebalance.GroupStrategies[0] = m.bg.strategy
 	}
 	// When this member leads the group, it aborts the transactions of
 	// members that left it before it hands out their partitions (fence.go).
@@ -360,7 +361,7 @@ func (p *Processor) listenPeers() (*peerServer, error) {
 		return srv, nil
 	}
 	for _, m := range p.members {
-		m.strategy.Advertise(addr)
+		m.bg.strategy.Advertise(addr)
 	}
 	p.peers.fence.log.Info("listening for the liveness connections of the group's other instances", "addr", addr)
 	return srv, nil
@@ -379,7 +380,7 @@ func (p *Processor) Health() Health {
 	now := time.Now()
 	states := make([]memberState, len(p.members))
 	for i, m := range p.members {
-		states[i] = memberState{restored: m.ready.Load(), healthSnapshot: m.health.snapshot(now)}
+		states[i] = memberState{restored: m.session.ready.Load(), healthSnapshot: m.health.snapshot(now)}
 	}
 	return judge(now, p.cfg.healthLimits(), states)
 }

@@ -102,7 +102,7 @@ func (w *resumeWatch) resumed(now time.Time) bool {
 // partitions resumed. The loop calls it after each commit and on each commit
 // tick (an idle partition resumes without a commit).
 func (m *member) releaseScansOnceResumed() {
-	if m.holdingScans.Load() && m.ready.Load() && m.resume.resumed(time.Now()) {
-		m.releaseScans()
+	if m.bg.holdingScans.Load() && m.session.ready.Load() && m.session.resume.resumed(time.Now()) {
+		m.bg.releaseScans()
 	}
 }

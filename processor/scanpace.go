@@ -78,14 +78,14 @@ func (p *scanPacer) rest(start time.Time, stop <-chan struct{}) bool {
 
 // holdScans makes the Processor's key filter builds wait until m released
 // them (releaseScans), once per session.
-func (m *member) holdScans() {
-	if m.scans != nil && m.holdingScans.CompareAndSwap(false, true) {
-		m.scans.hold()
+func (bg *background) holdScans() {
+	if bg.scans != nil && bg.holdingScans.CompareAndSwap(false, true) {
+		bg.scans.hold()
 	}
 }
 
-func (m *member) releaseScans() {
-	if m.holdingScans.CompareAndSwap(true, false) {
-		m.scans.release()
+func (bg *background) releaseScans() {
+	if bg.holdingScans.CompareAndSwap(true, false) {
+		bg.scans.release()
 	}
 }

@@ -83,32 +83,32 @@ type partitionRestore struct {
 // partition; the partitions' claims wait for theirs (ConsumeClaim).
 func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	m.hooks.Rebalanced()
-	if m.peers != nil {
-		m.peers.refresh() // the group's members may have changed
+	if m.bg.peers != nil {
+		m.bg.peers.refresh() // the group's members may have changed
 	}
-	m.ready.Store(false)
-	m.resume.reset(sess.Claims())
-	m.holdScans()
+	m.session.ready.Store(false)
+	m.session.resume.reset(sess.Claims())
+	m.bg.holdScans()
 	// Uncommitted records of moved partitions are dropped; the others' wait
 	// stops while the tables are restored (health.go).
 	m.health.restoring(time.Now(), sess.Claims())
 	claimed := m.claimedTables(sess.Claims())
-	m.owned.Store(int32(len(claimed)))
+	m.session.owned.Store(int32(len(claimed)))
 	m.saveClaimed(claimed)
-	m.awaitPreopen(sess.Context().Done())
-	if m.standby != nil {
-		standbys, warmups := m.strategy.Assigned()
-		m.standby.reconcile(m, standbys, warmups, claimed)
+	m.bg.awaitPreopen(sess.Context().Done())
+	if m.bg.standby != nil {
+		standbys, warmups := m.bg.strategy.Assigned()
+		m.bg.standby.reconcile(m, standbys, warmups, claimed)
 		m.watchWarmups(sess, warmups)
 	}
-	m.kept.closeUnclaimed(m, claimed)
-	m.tablesMu.Lock()
-	m.tables = map[int32]*partitionTable{}
-	m.tablesMu.Unlock()
-	m.txn, m.failed, m.committing, m.commitDue = newTxnState(), false, nil, false
-	m.calls = newCalls(m.topo.Calls(), m.hooks)
-	m.in, m.stop, m.done = make(chan []inbound, 16), make(chan struct{}), make(chan struct{})
-	m.adopt = make(chan *partitionTable)
+	m.bg.kept.closeUnclaimed(m, claimed)
+	m.tables.mu.Lock()
+	m.tables.byPartition = map[int32]*partitionTable{}
+	m.tables.mu.Unlock()
+	m.tx.state, m.tx.failed, m.tx.committing, m.tx.commitDue = newTxnState(), false, nil, false
+	m.session.calls = newCalls(m.topo.Calls(), m.hooks)
+	m.session.in, m.session.stop, m.session.done = make(chan []inbound, 16), make(chan struct{}), make(chan struct{})
+	m.session.adopt = make(chan *partitionTable)
 	go m.loop(sess)
 	m.startRestores(sess, claimed)
 	m.log.Info("partitions assigned", "claims", sess.Claims(), "generation", sess.GenerationID())
@@ -130,18 +130,18 @@ func (m *member) claimedTables(claims map[string][]int32) []int32 {
 // goroutine that, once all ended, marks the member ready. m.restoring counts
 // them all; Cleanup waits for them.
 func (m *member) startRestores(sess sarama.ConsumerGroupSession, claimed []int32) {
-	start := m.rebalanceStart
-	m.rebalanceStart = time.Time{}
-	m.restores = make(map[int32]*partitionRestore, len(claimed))
+	start := m.session.rebalanceStart
+	m.session.rebalanceStart = time.Time{}
+	m.session.restores = make(map[int32]*partitionRestore, len(claimed))
 	slots := make(chan struct{}, restoreSlots())
 	ctx := sess.Context()
-	m.restoring.Add(len(claimed) + 1)
+	m.session.restoring.Add(len(claimed) + 1)
 	for _, p := range claimed {
 		r := &partitionRestore{p: p, done: make(chan struct{})}
-		r.store, r.opened = m.kept.take(p)
-		m.restores[p] = r
+		r.store, r.opened = m.bg.kept.take(p)
+		m.session.restores[p] = r
 		go func() {
-			defer m.restoring.Done()
+			defer m.session.restoring.Done()
 			defer close(r.done)
 			select {
 			case slots <- struct{}{}:
@@ -152,9 +152,9 @@ func (m *member) startRestores(sess sarama.ConsumerGroupSession, claimed []int32
 			}
 		}()
 	}
-	restores := m.restores
+	restores := m.session.restores
 	go func() {
-		defer m.restoring.Done()
+		defer m.session.restoring.Done()
 		var n int64
 		ok := true
 		for _, r := range restores {
@@ -174,8 +174,8 @@ func (m *member) startRestores(sess sarama.ConsumerGroupSession, claimed []int32
 		if !ok {
 			return
 		}
-		m.resume.restored(time.Now())
-		m.ready.Store(true)
+		m.session.resume.restored(time.Now())
+		m.session.ready.Store(true)
 		if !start.IsZero() {
 			m.hooks.RebalanceCompleted(time.Since(start))
 		}
@@ -188,17 +188,17 @@ func (m *member) startRestores(sess sarama.ConsumerGroupSession, claimed []int32
 // (a damaged one is deleted and opened empty: store_corrupt.go).
 func (m *member) restorePartition(sess sarama.ConsumerGroupSession, r *partitionRestore) {
 	ctx := sess.Context()
-	if r.store == nil && m.standby != nil {
-		r.store = m.standby.take(r.p)
+	if r.store == nil && m.bg.standby != nil {
+		r.store = m.bg.standby.take(r.p)
 	}
 	kept := r.store != nil && !r.opened
 	if r.store == nil {
-		if !m.kept.awaitClosed(ctx, r.p) {
+		if !m.bg.kept.awaitClosed(ctx, r.p) {
 			r.err = ctx.Err()
 			return
 		}
 		path := tablefile.Path(m.cfg.StateDir, m.topo.TableTopic(), r.p)
-		s, damage, err := openOrWipe(path, seenExpiry, m.scans)
+		s, damage, err := openOrWipe(path, seenExpiry, m.bg.scans)
 		if damage != nil {
 			m.log.Error("table store damaged, deleted it to restore it from the changelog",
 				"partition", r.p, "path", path, "err", damage)
@@ -225,7 +225,7 @@ func (m *member) restorePartition(sess sarama.ConsumerGroupSession, r *partition
 		return
 	}
 	select {
-	case m.adopt <- &partitionTable{m: m, p: r.p, store: r.store}:
+	case m.session.adopt <- &partitionTable{m: m, p: r.p, store: r.store}:
 		r.ok = true
 	case <-ctx.Done():
 		r.err = ctx.Err()
@@ -242,33 +242,33 @@ func (m *member) restoreFailed(ended error, r *partitionRestore, err error) {
 		return
 	}
 	m.log.Error("restoring table partition failed, ending the session", "partition", r.p, "err", err)
-	m.cancelSession()
+	m.session.cancelSession()
 }
 
 // own makes partition t.p's restored table the loop's.
-func (m *member) own(t *partitionTable) {
-	m.tablesMu.Lock()
-	m.tables[t.p] = t
-	m.tablesMu.Unlock()
+func (ts *tableSet) own(t *partitionTable) {
+	ts.mu.Lock()
+	ts.byPartition[t.p] = t
+	ts.mu.Unlock()
 }
 
 // Cleanup waits for the session's restores, commits what the loop holds (on
 // revoke and shutdown), stops it and keeps the stores for the next session.
 func (m *member) Cleanup(sess sarama.ConsumerGroupSession) error {
-	m.restoring.Wait()
-	m.ready.Store(false)
-	m.releaseScans()
-	m.rebalanceStart = time.Now()
-	if fenced := sessionFenced(sess.Context(), m.memberName, m.topo.Group); fenced != nil && m.fatal == nil {
+	m.session.restoring.Wait()
+	m.session.ready.Store(false)
+	m.bg.releaseScans()
+	m.session.rebalanceStart = time.Now()
+	if fenced := sessionFenced(sess.Context(), m.memberName, m.topo.Group); fenced != nil && m.session.fatal == nil {
 		// Set before Consume returns, so run never rejoins: a rejoin
 		// would fence the newer instance in turn.
 		m.log.Error("instance fenced by another with the same instance ID, stopping", "err", fenced)
-		m.fatal = fenced
+		m.session.fatal = fenced
 	}
-	if m.stop != nil {
-		close(m.stop)
-		<-m.done
-		m.stop = nil
+	if m.session.stop != nil {
+		close(m.session.stop)
+		<-m.session.done
+		m.session.stop = nil
 	}
 	m.keepStores()
 	return nil
@@ -284,13 +284,13 @@ func (m *member) Cleanup(sess sarama.ConsumerGroupSession) error {
 // an operator, and rejoining every second until then would rebalance every
 // member of the group each time.
 func (m *member) keepStores() {
-	m.tablesMu.Lock()
-	tables := m.tables
-	m.tables = nil
-	m.tablesMu.Unlock()
-	for p, r := range m.restores {
-		if r.err != nil && diskError(r.err) && m.fatal == nil {
-			m.fatal = r.err
+	m.tables.mu.Lock()
+	tables := m.tables.byPartition
+	m.tables.byPartition = nil
+	m.tables.mu.Unlock()
+	for p, r := range m.session.restores {
+		if r.err != nil && diskError(r.err) && m.session.fatal == nil {
+			m.session.fatal = r.err
 		}
 		s := r.store
 		if t := tables[p]; t != nil {
@@ -304,17 +304,17 @@ func (m *member) keepStores() {
 			m.release(p, s)
 			continue
 		}
-		m.kept.put(m, p, s)
+		m.bg.kept.put(m, p, s)
 	}
-	m.restores = nil
+	m.session.restores = nil
 }
 
 // closeKept closes the stores the member kept, when run returns.
 func (m *member) closeKept() {
-	m.awaitPreopen(nil) // its stores are m's to close too
-	if m.kept != nil {
-		m.kept.closeUnclaimed(m, nil)
-		m.kept.waitClosed()
+	m.bg.awaitPreopen(nil) // its stores are m's to close too
+	if m.bg.kept != nil {
+		m.bg.kept.closeUnclaimed(m, nil)
+		m.bg.kept.waitClosed()
 	}
 }
 

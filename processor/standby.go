@@ -150,7 +150,7 @@ func (st *standbyTasks) reconcile(m *member, want, warmups, claimed []int32) {
 			t.by, t.warmup = m, warmup // another member of this process held it
 			continue
 		}
-		kept, opened := m.kept.take(p)
+		kept, opened := m.bg.kept.take(p)
 		if kept != nil && !opened {
 			// Its owner until now: the partition is not its own any more.
 			m.hooks.PartitionRevoked(p)
@@ -168,7 +168,7 @@ func (st *standbyTasks) reconcile(m *member, want, warmups, claimed []int32) {
 // st.mu is held.
 func (st *standbyTasks) stopLocked(m *member, t *standbyTask) {
 	t.cancel()
-	m.kept.closeLater(t.p, func() {
+	m.bg.kept.closeLater(t.p, func() {
 		<-t.done
 		if t.store != nil {
 			m.closeStore(t.p, t.store)
@@ -205,7 +205,7 @@ func (st *standbyTasks) take(p int32) *store {
 // when m stops.
 func (st *standbyTasks) closeAll(m *member) {
 	st.reconcile(m, nil, nil, nil)
-	m.kept.waitClosed()
+	m.bg.kept.waitClosed()
 }
 
 // tail opens (unless kept) and follows partition t.p's changelog until
@@ -220,11 +220,11 @@ func (m *member) tail(ctx context.Context, t *standbyTask) {
 			// the member restores its own partitions would lengthen their
 			// pause, so a standby opened from disk waits until the member's
 			// own partitions process again.
-			if !m.awaitLive(ctx) || !m.kept.awaitClosed(ctx, t.p) {
+			if !m.awaitLive(ctx) || !m.bg.kept.awaitClosed(ctx, t.p) {
 				return
 			}
 			path := tablefile.Path(m.cfg.StateDir, m.tableTopic, t.p)
-			s, damage, err := openOrWipe(path, seenExpiry, m.scans)
+			s, damage, err := openOrWipe(path, seenExpiry, m.bg.scans)
 			if damage != nil {
 				m.log.Error("standby table store damaged, deleted it to restore it from the changelog",
 					"partition", t.p, "path", path, "err", damage)
@@ -269,7 +269,7 @@ func (m *member) tail(ctx context.Context, t *standbyTask) {
 // and processes again (it no longer holds the key filter builds,
 // scanpace.go, resume.go); false when ctx ended first.
 func (m *member) awaitLive(ctx context.Context) bool {
-	for !m.ready.Load() || m.holdingScans.Load() {
+	for !m.session.ready.Load() || m.bg.holdingScans.Load() {
 		if !sleep(ctx, heldPoll) {
 			return false
 		}
@@ -315,17 +315,17 @@ func (m *member) catchUp(ctx context.Context, p int32, s *store) (lag, n int64, 
 	// process and a rest after each chunk as long as the chunk took: at
 	// most half a core.
 	// A member warming up with nothing to process reads at full speed.
-	if !m.standby.awaitWarmups(ctx, p) {
+	if !m.bg.standby.awaitWarmups(ctx, p) {
 		return 0, 0, ctx.Err()
 	}
-	release, ok := m.standby.bulkSlot(ctx, p, m.owned.Load() == 0)
+	release, ok := m.bg.standby.bulkSlot(ctx, p, m.session.owned.Load() == 0)
 	if !ok {
 		return 0, 0, ctx.Err()
 	}
 	defer release()
 	last := time.Now()
 	n, err = m.readChangelog(ctx, p, s, from, lso, func(int64, int64) {
-		if m.owned.Load() > 0 {
+		if m.session.owned.Load() > 0 {
 			sleep(ctx, time.Since(last))
 		}
 		last = time.Now()
@@ -395,10 +395,10 @@ func (m *member) watchWarmups(sess sarama.ConsumerGroupSession, warmups []int32)
 	if len(warmups) == 0 {
 		return
 	}
-	rejoin := m.cancelSession
-	m.restoring.Add(1)
+	rejoin := m.session.cancelSession
+	m.session.restoring.Add(1)
 	go func() {
-		defer m.restoring.Done()
+		defer m.session.restoring.Done()
 		tick := time.NewTicker(tailInterval)
 		defer tick.Stop()
 		for {
@@ -407,10 +407,10 @@ func (m *member) watchWarmups(sess sarama.ConsumerGroupSession, warmups []int32)
 				return
 			case <-tick.C:
 			}
-			if !m.standby.caughtUp(warmups) || time.Since(time.Unix(0, m.lastProbe.Load())) < probeInterval {
+			if !m.bg.standby.caughtUp(warmups) || time.Since(time.Unix(0, m.bg.lastProbe.Load())) < probeInterval {
 				continue
 			}
-			m.lastProbe.Store(time.Now().UnixNano())
+			m.bg.lastProbe.Store(time.Now().UnixNano())
 			m.log.Info("warm-up standbys caught up: rejoining so that the group's leader hands them over", "partitions", warmups)
 			rejoin()
 			return

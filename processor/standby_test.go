@@ -18,10 +18,10 @@ import (
 func TestReconcileStopsStandbysWithoutWaiting(t *testing.T) {
 	state := t.TempDir()
 	topo := &dedup.Topology{Group: "g"}
-	m := &member{cfg: &Config{StateDir: state}, topo: topo, tableTopic: topo.TableTopic(), kept: &keptStores{},
+	m := &member{cfg: &Config{StateDir: state}, topo: topo, tableTopic: topo.TableTopic(), bg: background{kept: &keptStores{}},
 		hooks: nil, log: slog.New(slog.DiscardHandler)}
 	st := newStandbyTasks()
-	m.standby = st
+	m.bg.standby = st
 	task := func(p int32) *standbyTask {
 		s, err := openStore(tablefile.Path(state, topo.TableTopic(), p), seenExpiry, nil)
 		if err != nil {
@@ -50,7 +50,7 @@ func TestReconcileStopsStandbysWithoutWaiting(t *testing.T) {
 	}
 
 	opened := make(chan bool)
-	go func() { opened <- m.kept.awaitClosed(context.Background(), 1) }()
+	go func() { opened <- m.bg.kept.awaitClosed(context.Background(), 1) }()
 	select {
 	case <-opened:
 		t.Fatal("an open of partition 1 went ahead while its stopped standby still held the store")
@@ -72,8 +72,8 @@ func TestReconcileStopsStandbysWithoutWaiting(t *testing.T) {
 	}
 	owned.store.Close()
 	st.closeAll(m)
-	if len(m.kept.closing) != 0 {
-		t.Fatalf("closes running after closeAll: %v", m.kept.closing)
+	if len(m.bg.kept.closing) != 0 {
+		t.Fatalf("closes running after closeAll: %v", m.bg.kept.closing)
 	}
 }
 

@@ -69,7 +69,7 @@ func (s *standIn) leave() {
 func (m *member) startStandIn(sess sarama.ConsumerGroupSession) (stop func()) {
 	s := &standIn{reclaim: make(chan struct{}, 1)}
 	s.mu.Lock()
-	m.standIn = s
+	m.session.standIn = s
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -95,7 +95,7 @@ func (m *member) startStandIn(sess sarama.ConsumerGroupSession) (stop func()) {
 	return func() {
 		close(quit)
 		<-done
-		m.standIn = nil
+		m.session.standIn = nil
 	}
 }
 

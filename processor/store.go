@@ -40,17 +40,8 @@ type store struct {
 	db     *leveldb.DB
 	// writeBuffer is the memtable size db was opened with.
 	writeBuffer int
-	overlay     map[string][]byte // nil value: deleted in this transaction
-	// sealed is the overlay of the transaction being committed while the
-	// next one is processed, and sealedBase its LevelDB reads (store_seal.go);
-	// nil when none. Reads see overlay, then sealed, then LevelDB.
-	sealed, sealedBase map[string][]byte
-	spare, spareBase   map[string][]byte // cleared maps for the next Seal
-	// base caches what this transaction read from LevelDB (nil: absent),
-	// so Apply need not read a key again to keep the entry count: a
-	// first-seen key is looked up once, not twice.
-	base    map[string][]byte
-	entries int64 // records in LevelDB
+	writes      storeWrites // what the open and the committing transaction wrote
+	entries     int64       // records in LevelDB
 	// keys answers "absent" for most first-seen keys without LevelDB
 	// (keyfilter.go); nil until the first one is built. rebuild, when not
 	// nil, is building the first one or a bigger one, and buildErr is why
@@ -65,6 +56,21 @@ type store struct {
 	// corrupt: LevelDB reported damage; delete the store at close
 	// (store_corrupt.go). Set by the loop and the commit goroutine.
 	corrupt atomic.Bool
+}
+
+// storeWrites are a store's writes that LevelDB does not hold yet, and what
+// they read from it.
+type storeWrites struct {
+	overlay map[string][]byte // nil value: deleted in this transaction
+	// sealed is the overlay of the transaction being committed while the
+	// next one is processed, and sealedBase its LevelDB reads (store_seal.go);
+	// nil when none. Reads see overlay, then sealed, then LevelDB.
+	sealed, sealedBase map[string][]byte
+	spare, spareBase   map[string][]byte // cleared maps for the next Seal
+	// base caches what this transaction read from LevelDB (nil: absent),
+	// so Apply need not read a key again to keep the entry count: a
+	// first-seen key is looked up once, not twice.
+	base map[string][]byte
 }
 
 // storeOptions are the LevelDB options of a partition store.
@@ -130,7 +136,7 @@ const (
 // is swapped in every lookup reads LevelDB. Scanning the keys here would
 // make a restarted worker wait for every scan before its restores start.
 func openStore(path string, expiry expiryFunc, pace *scanPacer) (*store, error) {
-	s := &store{path: path, expiry: expiry, pace: pace, overlay: map[string][]byte{}, base: map[string][]byte{}}
+	s := &store{path: path, expiry: expiry, pace: pace, writes: storeWrites{overlay: map[string][]byte{}, base: map[string][]byte{}}}
 	if err := s.open(storeWriteBuffer); err != nil {
 		return nil, err
 	}
@@ -246,17 +252,17 @@ func (s *store) Get(key string) ([]byte, error) {
 	if err := s.keysErr(); err != nil {
 		return nil, err
 	}
-	if v, ok := s.overlay[key]; ok {
+	if v, ok := s.writes.overlay[key]; ok {
 		return v, nil
 	}
-	if v, ok := s.sealed[key]; ok {
+	if v, ok := s.writes.sealed[key]; ok {
 		return v, nil
 	}
-	if v, ok := s.base[key]; ok {
+	if v, ok := s.writes.base[key]; ok {
 		return v, nil
 	}
 	if !s.keys.mayContain(key) {
-		s.base[key] = nil
+		s.writes.base[key] = nil
 		return nil, nil
 	}
 	v, err := s.db.Get(dataKey(key), nil)
@@ -264,19 +270,19 @@ func (s *store) Get(key string) ([]byte, error) {
 		v, err = nil, nil
 	}
 	if err == nil {
-		s.base[key] = v
+		s.writes.base[key] = v
 	}
 	return v, s.noteCorrupt(err)
 }
 
-func (s *store) Set(key string, value []byte) { s.overlay[key] = value }
-func (s *store) Delete(key string)            { s.overlay[key] = nil }
-func (s *store) Dirty() bool                  { return len(s.overlay) > 0 }
+func (s *store) Set(key string, value []byte) { s.writes.overlay[key] = value }
+func (s *store) Delete(key string)            { s.writes.overlay[key] = nil }
+func (s *store) Dirty() bool                  { return len(s.writes.overlay) > 0 }
 
 // Drop forgets the uncommitted writes, sealed or not, after an abort.
 func (s *store) Drop() {
-	clear(s.overlay)
-	clear(s.base)
+	clear(s.writes.overlay)
+	clear(s.writes.base)
 	s.dropSealed()
 }
 
@@ -289,13 +295,13 @@ func (s *store) Apply(changelogNext int64) error {
 	if err := s.keysErr(); err != nil {
 		return err
 	}
-	delta, err := s.write(s.overlay, s.base, changelogNext)
+	delta, err := s.write(s.writes.overlay, s.writes.base, changelogNext)
 	if err != nil {
 		return err
 	}
-	s.committed(s.overlay, delta)
-	clear(s.overlay)
-	clear(s.base)
+	s.committed(s.writes.overlay, delta)
+	clear(s.writes.overlay)
+	clear(s.writes.base)
 	s.maintainKeys()
 	return nil
 }

@@ -270,12 +270,12 @@ func TestSweepOverADamagedStoreEndsTheSession(t *testing.T) {
 	prod := newCommitProducer(t)
 	m := newTestMember(t, prod)
 	ended := false
-	m.cancelSession = func() { ended = true }
-	m.own(&partitionTable{m: m, p: 0, store: s})
+	m.session.cancelSession = func() { ended = true }
+	m.tables.own(&partitionTable{m: m, p: 0, store: s})
 
 	m.sweep(time.Now().Add(2 * time.Hour)) // every record expired: the scan reads every block
-	if !m.failed || !ended {
-		t.Fatalf("after the sweep found damage: failed %v, session ended %v; want both", m.failed, ended)
+	if !m.tx.failed || !ended {
+		t.Fatalf("after the sweep found damage: failed %v, session ended %v; want both", m.tx.failed, ended)
 	}
 	if !s.corrupt.Load() {
 		t.Error("the store is not marked for deletion")
@@ -351,16 +351,16 @@ func TestDamageFoundByTheKeyFilterBuildEndsTheSession(t *testing.T) {
 	prod := newCommitProducer(t)
 	m := newTestMember(t, prod)
 	ended := false
-	m.cancelSession = func() { ended = true }
-	m.own(&partitionTable{m: m, p: 0, store: s})
-	m.restores = map[int32]*partitionRestore{0: {p: 0, store: s, ok: true}}
+	m.session.cancelSession = func() { ended = true }
+	m.tables.own(&partitionTable{m: m, p: 0, store: s})
+	m.session.restores = map[int32]*partitionRestore{0: {p: 0, store: s, ok: true}}
 	r := <-s.rebuild.done // the scan found the damage
 	s.rebuild.done <- r
 
 	processNow(m, benchSession{ctx: context.Background()}, prepared(m, loopMessage(m.topo, 1)))
-	if !m.failed || !ended || m.fatal != nil {
+	if !m.tx.failed || !ended || m.session.fatal != nil {
 		t.Fatalf("after the lookup failed: failed %v, session ended %v, fatal %v; want the session ended, the member not stopped",
-			m.failed, ended, m.fatal)
+			m.tx.failed, ended, m.session.fatal)
 	}
 	if prod.aborted == 0 {
 		t.Error("the open transaction was not aborted")

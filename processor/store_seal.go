@@ -14,15 +14,15 @@ package processor
 // committed and starts empty ones for the next; false when there was
 // nothing to seal.
 func (s *store) Seal() bool {
-	if len(s.overlay) == 0 {
+	if len(s.writes.overlay) == 0 {
 		return false
 	}
-	if s.sealed != nil {
+	if s.writes.sealed != nil {
 		panic("store: a sealed transaction is still pending")
 	}
-	s.sealed, s.sealedBase = s.overlay, s.base
-	s.overlay, s.base = orNew(s.spare), orNew(s.spareBase)
-	s.spare, s.spareBase = nil, nil
+	s.writes.sealed, s.writes.sealedBase = s.writes.overlay, s.writes.base
+	s.writes.overlay, s.writes.base = orNew(s.writes.spare), orNew(s.writes.spareBase)
+	s.writes.spare, s.writes.spareBase = nil, nil
 	return true
 }
 
@@ -34,37 +34,37 @@ func orNew(m map[string][]byte) map[string][]byte {
 }
 
 // HasSealed reports whether a sealed transaction is pending.
-func (s *store) HasSealed() bool { return s.sealed != nil }
+func (s *store) HasSealed() bool { return s.writes.sealed != nil }
 
 // WriteSealed writes the sealed overlay and the changelog offset to LevelDB
 // in one batch and returns the entry count's change for DoneSealed. Safe
 // while the loop reads the store (see write).
 func (s *store) WriteSealed(changelogNext int64) (int64, error) {
-	return s.write(s.sealed, s.sealedBase, changelogNext)
+	return s.write(s.writes.sealed, s.writes.sealedBase, changelogNext)
 }
 
 // DoneSealed, on the loop after WriteSealed, drops the sealed transaction:
 // LevelDB answers for it now.
 func (s *store) DoneSealed(delta int64) {
-	s.committed(s.sealed, delta)
+	s.committed(s.writes.sealed, delta)
 	s.dropSealed()
 	s.maintainKeys()
 }
 
 // touched reports whether an uncommitted transaction wrote key.
 func (s *store) touched(key string) bool {
-	if _, ok := s.overlay[key]; ok {
+	if _, ok := s.writes.overlay[key]; ok {
 		return true
 	}
-	_, ok := s.sealed[key]
+	_, ok := s.writes.sealed[key]
 	return ok
 }
 
 func (s *store) dropSealed() {
-	if s.sealed == nil {
+	if s.writes.sealed == nil {
 		return
 	}
-	clear(s.sealed)
-	clear(s.sealedBase)
-	s.spare, s.spareBase, s.sealed, s.sealedBase = s.sealed, s.sealedBase, nil, nil
+	clear(s.writes.sealed)
+	clear(s.writes.sealedBase)
+	s.writes.spare, s.writes.spareBase, s.writes.sealed, s.writes.sealedBase = s.writes.sealed, s.writes.sealedBase, nil, nil
 }

@@ -384,13 +384,13 @@ func (t *stuckTracker) due(now time.Time, open map[string]sarama.TransactionStat
 // next offset did not move. The claim's ConsumeClaim owns it: the returned
 // function stops it and waits.
 func (m *member) watchBlocked(claim sarama.ConsumerGroupClaim, progress *claimProgress) (stop func()) {
-	if m.stuck == nil || claim.Topic() != m.loopTopic {
+	if m.bg.stuck == nil || claim.Topic() != m.loopTopic {
 		return func() {}
 	}
 	last := progress.next.Load() // only the ticking goroutine uses it from here
 	return ticking(stuckPoll, func() {
 		if next := progress.next.Load(); next == last && next >= 0 {
-			m.stuck.suspect(claim.Partition(), next)
+			m.bg.stuck.suspect(claim.Partition(), next)
 		} else {
 			last = next
 		}

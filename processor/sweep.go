@@ -39,7 +39,7 @@ func sweepScan(s *store, batch int) int {
 // stalls processing for long; it reports whether a partition had more to
 // delete (the loop then sweeps again at the next commit).
 func (m *member) sweep(now time.Time) (more bool) {
-	for p, t := range m.tables {
+	for p, t := range m.tables.byPartition {
 		s := t.store
 		keys, _, err := s.Expired(now.UnixNano(), m.cfg.SweepBatch, sweepScan(s, m.cfg.SweepBatch))
 		if err != nil && leveldbx.Corrupted(err) {
@@ -67,7 +67,7 @@ func (m *member) sweep(now time.Time) (more bool) {
 		}
 		if deleted > 0 {
 			m.hooks.Swept(p, deleted)
-			m.txn.dirty = true
+			m.tx.state.dirty = true
 		}
 		if len(keys) == m.cfg.SweepBatch {
 			more = true

@@ -21,15 +21,15 @@ func TestUnreadableTableStopsTheMember(t *testing.T) {
 	prod := &abortingProducer{ackProducer: newAckProducer(t)}
 	m := newTestMember(t, prod, 0)
 	msg := loopMessage(m.topo, 1) // partition 0, keyed by its event ID
-	m.tables[0].store.Set(string(msg.Key), []byte("not a seen record"))
+	m.tables.byPartition[0].store.Set(string(msg.Key), []byte("not a seen record"))
 	processNow(m, benchSession{ctx: context.Background()}, prepared(m, msg))
-	if !m.failed || prod.aborts != 1 {
-		t.Fatalf("failed %v after %d aborts, want the transaction aborted once", m.failed, prod.aborts)
+	if !m.tx.failed || prod.aborts != 1 {
+		t.Fatalf("failed %v after %d aborts, want the transaction aborted once", m.tx.failed, prod.aborts)
 	}
-	if m.fatal == nil || !strings.Contains(m.fatal.Error(), "decode table value") {
-		t.Fatalf("member stops with %v, want the decode error", m.fatal)
+	if m.session.fatal == nil || !strings.Contains(m.session.fatal.Error(), "decode table value") {
+		t.Fatalf("member stops with %v, want the decode error", m.session.fatal)
 	}
-	if m.txn.dirty || len(m.txn.offsets) != 0 {
-		t.Fatalf("transaction after the abort: dirty %v, offsets %v", m.txn.dirty, m.txn.offsets)
+	if m.tx.state.dirty || len(m.tx.state.offsets) != 0 {
+		t.Fatalf("transaction after the abort: dirty %v, offsets %v", m.tx.state.dirty, m.tx.state.offsets)
 	}
 }

@@ -3,12 +3,40 @@ package processor
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/kafkautil"
 )
+
+// transaction is the member's side that writes: the transactional producer,
+// the open transaction, and the previous one while it commits. The loop owns
+// it during a session, except that a running commit's goroutine has the
+// producer (commit.go).
+type transaction struct {
+	producerCfg *sarama.Config
+	producer    sarama.AsyncProducer
+	// maxRecord is the largest record the producer sends (recordLimit). The
+	// broker refusing a record as too large means a topic's
+	// max.message.bytes was lowered since it was read: abort sets
+	// limitStale, and run reads the limits again before the next producer,
+	// so the event is dead-lettered when it comes again instead of
+	// aborting every transaction that holds it.
+	maxRecord  int
+	limitStale bool
+
+	state txnState // the open transaction
+	// committing is the previous transaction while its commit runs
+	// (commit.go); staged holds the records produced meanwhile, and
+	// commitDue says the commit interval ended meanwhile.
+	committing *pendingCommit
+	staged     []*sarama.ProducerMessage
+	commitDue  bool
+	commitTick <-chan time.Time // the loop's commit interval
+	failed     bool             // the session's transaction was aborted: ignore the rest
+}
 
 // txnState is the open transaction's bookkeeping, owned by the loop. Records
 // are streamed into the transaction as the callback emits them (the async
@@ -33,45 +61,45 @@ func newTxnState() txnState {
 // producer never blocks on a full Successes channel while the loop blocks on
 // Input.
 func (m *member) send(msg *sarama.ProducerMessage) {
-	if m.committing != nil { // held back until the last transaction committed
-		m.staged = append(m.staged, msg)
+	if m.tx.committing != nil { // held back until the last transaction committed
+		m.tx.staged = append(m.tx.staged, msg)
 		return
 	}
-	if !m.beginTxn(&m.txn) {
+	if !m.tx.beginTxn(&m.tx.state) {
 		return
 	}
 	// Fast path: a select with a default is a plain non-blocking send; the
 	// three-way select below locks all three channels on every call (it
 	// was a twentieth of the worker's CPU, sending two records per event).
 	select {
-	case m.producer.Input() <- msg:
-		m.txn.sent++
+	case m.tx.producer.Input() <- msg:
+		m.tx.state.sent++
 		return
 	default:
 	}
 	for {
 		select {
-		case m.producer.Input() <- msg:
-			m.txn.sent++
+		case m.tx.producer.Input() <- msg:
+			m.tx.state.sent++
 			return
-		case s := <-m.producer.Successes():
-			m.acked(&m.txn, s)
-		case e := <-m.producer.Errors():
-			m.nacked(&m.txn, e)
+		case s := <-m.tx.producer.Successes():
+			m.acked(&m.tx.state, s)
+		case e := <-m.tx.producer.Errors():
+			m.nacked(&m.tx.state, e)
 		}
 	}
 }
 
 // beginTxn makes sure a transaction is open; false (with txn.err set) when
 // the producer refuses.
-func (m *member) beginTxn(t *txnState) bool {
+func (tx *transaction) beginTxn(t *txnState) bool {
 	if t.open {
 		return true
 	}
 	// A session that ended with nothing to commit leaves its (empty)
 	// transaction open in the producer; carry on with it.
-	if m.producer.TxnStatus()&sarama.ProducerTxnFlagInTransaction == 0 {
-		if err := m.producer.BeginTxn(); err != nil {
+	if tx.producer.TxnStatus()&sarama.ProducerTxnFlagInTransaction == 0 {
+		if err := tx.producer.BeginTxn(); err != nil {
 			t.err = fmt.Errorf("begin transaction: %w", err)
 			return false
 		}
@@ -101,9 +129,9 @@ func (m *member) nacked(t *txnState, e *sarama.ProducerError) {
 func (m *member) flush(t *txnState) {
 	for t.acked < t.sent {
 		select {
-		case s := <-m.producer.Successes():
+		case s := <-m.tx.producer.Successes():
 			m.acked(t, s)
-		case e := <-m.producer.Errors():
+		case e := <-m.tx.producer.Errors():
 			m.nacked(t, e)
 		}
 	}
@@ -148,32 +176,32 @@ func describe(err error) error {
 // crash skips all of that, like a killed process.
 func (m *member) abort(cause error) {
 	m.awaitCommitted() // the producer is the loop's again
-	m.failed = true
-	clear(m.staged)
-	m.staged = m.staged[:0]
-	for _, t := range m.tables {
+	m.tx.failed = true
+	clear(m.tx.staged)
+	m.tx.staged = m.tx.staged[:0]
+	for _, t := range m.tables.byPartition {
 		t.store.Drop()
 	}
-	defer m.cancelSession()
+	defer m.session.cancelSession()
 
 	var c *crash
 	if errors.As(cause, &c) {
-		m.fatal = c
-		m.txn = newTxnState()
+		m.session.fatal = c
+		m.tx.state = newTxnState()
 		return
 	}
 	if fenced := fencedInstance(cause, m.memberName, m.topo.Group); fenced != nil {
-		defer func() { m.fatal = fenced }()
+		defer func() { m.session.fatal = fenced }()
 	}
 	if isTooLarge(cause) {
 		// The next producer is made with the limits read again (run).
-		m.limitStale = true
+		m.tx.limitStale = true
 		defer m.replaceProducer()
 	}
 	if kafkautil.Refused(cause) {
 		// A missing ACL (WRITE on an output topic, say): the member stops
 		// once the transaction is aborted; a retry would fail the same way.
-		defer func() { m.fatal = cause }()
+		defer func() { m.session.fatal = cause }()
 	}
 	fenced := isFencing(cause)
 	reason := "error"
@@ -191,16 +219,16 @@ func (m *member) abort(cause error) {
 	} else {
 		m.log.Warn("transaction failed, aborting", "err", describe(cause), "fenced", fenced)
 	}
-	m.flush(&m.txn)
-	m.txn = newTxnState()
-	status := m.producer.TxnStatus()
+	m.flush(&m.tx.state)
+	m.tx.state = newTxnState()
+	status := m.tx.producer.TxnStatus()
 	if status&sarama.ProducerTxnFlagFatalError != 0 {
 		m.log.Warn("producer in fatal state, replacing it", "status", status.String())
 		m.replaceProducer()
 		return
 	}
 	if status&sarama.ProducerTxnFlagInTransaction != 0 || status&sarama.ProducerTxnFlagAbortableError != 0 {
-		if err := m.producer.AbortTxn(); err != nil {
+		if err := m.tx.producer.AbortTxn(); err != nil {
 			m.log.Warn("abort failed, replacing the producer", "err", describe(err))
 			m.replaceProducer()
 		}
@@ -209,5 +237,26 @@ func (m *member) abort(cause error) {
 
 // replaceProducer closes the producer; run makes a new one before rejoining.
 func (m *member) replaceProducer() {
-	m.closeProducer()
+	m.tx.closeProducer()
+}
+
+func (tx *transaction) closeProducer() {
+	if tx.producer != nil {
+		tx.producer.Close()
+		tx.producer = nil
+	}
+}
+
+// channels are the producer's and the running commit's channels the loop
+// waits on. Acknowledgements are taken whenever they come, so the producer
+// never waits on the loop; none come once the session failed, and while a
+// commit runs its goroutine takes them.
+func (tx *transaction) channels() (<-chan *sarama.ProducerMessage, <-chan *sarama.ProducerError, <-chan error) {
+	switch {
+	case tx.committing != nil:
+		return nil, nil, tx.committing.done
+	case !tx.failed:
+		return tx.producer.Successes(), tx.producer.Errors(), nil
+	}
+	return nil, nil, nil
 }
