@@ -190,7 +190,7 @@ func TestWorkerMissingAnACLStopsWithTheRefusal(t *testing.T) {
 			if tc.eos {
 				var p *processor.Processor
 				if p, err = processor.New(t.Context(), processor.Config{Brokers: sec.brokers, StateDir: t.TempDir(),
-					Security: secured, SessionTimeout: 3 * time.Second, Logger: topo.Logger}, topo); err == nil {
+					Security: secured, Group: processor.Group{SessionTimeout: 3 * time.Second}, Logger: topo.Logger}, topo); err == nil {
 					run = p.Run
 				}
 			} else {

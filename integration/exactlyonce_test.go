@@ -32,8 +32,8 @@ func (e *env) startEOSWithFault(topo *dedup.Topology, cfg processor.Config, befo
 	if cfg.Brokers == nil {
 		cfg.Brokers = e.brokers
 	}
-	if cfg.SessionTimeout == 0 {
-		cfg.SessionTimeout = 3 * time.Second
+	if cfg.Group.SessionTimeout == 0 {
+		cfg.Group.SessionTimeout = 3 * time.Second
 	}
 	cfg.Logger = topo.Logger
 	newCtx := e.t.Context()

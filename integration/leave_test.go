@@ -23,7 +23,7 @@ const leaveSession = 45 * time.Second
 const handOver = 20 * time.Second
 
 // Two instances of a group with static membership; one is stopped for
-// good, through Config.LeaveGroupOnStop or Processor.LeaveGroupOnStop. It
+// good, through Config.Group.LeaveOnStop or Processor.LeaveGroupOnStop. It
 // leaves the group once it has closed, so the other instance takes all
 // partitions and commits the events written after the stop well before
 // the session timeout; without the leave the stopped instance's partitions
@@ -34,7 +34,7 @@ func TestStopForGoodHandsThePartitionsOverAtOnce(t *testing.T) {
 		cfg  processor.Config // of the instance that is stopped
 		ask  bool             // Processor.LeaveGroupOnStop before the stop
 	}{
-		{"Config.LeaveGroupOnStop", processor.Config{LeaveGroupOnStop: true}, false},
+		{"Config.Group.LeaveOnStop", processor.Config{Group: processor.Group{LeaveOnStop: true}}, false},
 		{"Processor.LeaveGroupOnStop", processor.Config{}, true},
 	}
 	for _, tt := range tests {
@@ -42,10 +42,10 @@ func TestStopForGoodHandsThePartitionsOverAtOnce(t *testing.T) {
 			e := newEnv(t, 4)
 			group := e.group("leave")
 			var ca, cb counter
-			tt.cfg.StateDir, tt.cfg.SessionTimeout, tt.cfg.InstanceID = t.TempDir(), leaveSession, "leave-a"
+			tt.cfg.StateDir, tt.cfg.Group.SessionTimeout, tt.cfg.InstanceID = t.TempDir(), leaveSession, "leave-a"
 			a := e.startEOS(e.topology(group, &ca), tt.cfg)
 			until(t, 60*time.Second, "instance A to be assigned", a.ready)
-			b := e.startEOS(e.topology(group, &cb), processor.Config{StateDir: t.TempDir(), SessionTimeout: leaveSession, InstanceID: "leave-b"})
+			b := e.startEOS(e.topology(group, &cb), processor.Config{StateDir: t.TempDir(), Group: processor.Group{SessionTimeout: leaveSession}, InstanceID: "leave-b"})
 			until(t, 60*time.Second, "both instances to be assigned", func() bool { return a.ready() && b.ready() })
 			before := events("before", 60)
 			e.produce(before...)

@@ -124,7 +124,7 @@ func TestExpiredRecordsAreSweptCompactedAndNotRestored(t *testing.T) {
 
 	state := t.TempDir()
 	hooks := &tableHooks{}
-	cfg := processor.Config{StateDir: state, SweepInterval: 300 * time.Millisecond, Hooks: []processor.Hook{hooks}}
+	cfg := processor.Config{StateDir: state, Sweep: processor.Sweep{Interval: 300 * time.Millisecond}, Hooks: []processor.Hook{hooks}}
 	w := e.startEOS(topo, cfg)
 	in := events("x", 50)
 	for i := range in {
@@ -156,7 +156,7 @@ func TestExpiredRecordsAreSweptCompactedAndNotRestored(t *testing.T) {
 	// A fresh instance restores from the changelog: nothing expired returns.
 	w.stop(t)
 	state2 := t.TempDir()
-	w2 := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: state2, SweepInterval: time.Hour})
+	w2 := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: state2, Sweep: processor.Sweep{Interval: time.Hour}})
 	e.produce(in[0]) // one event to know the restore is done
 	e.waitProcessed(group)
 	w2.stop(t)

@@ -46,7 +46,7 @@ func TestStandbyReplicas(t *testing.T) {
 			group := e.group(fmt.Sprintf("standby%d", tc.replicas))
 			hooksA := &restoreHooks{}
 			a := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: []processor.Hook{hooksA},
-				StandbyReplicas: tc.replicas, LeaveGroupOnStop: true})
+				Group: processor.Group{StandbyReplicas: tc.replicas, LeaveOnStop: true}})
 			until(t, 60*time.Second, "A to hold every partition", func() bool { return a.ready() && len(hooksA.held()) == 4 })
 			first := events("sb1", 2000) // about 500 seen IDs per partition's changelog
 			e.produce(first...)
@@ -54,7 +54,7 @@ func TestStandbyReplicas(t *testing.T) {
 
 			hooksB := &restoreHooks{}
 			b := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: []processor.Hook{hooksB},
-				StandbyReplicas: tc.replicas})
+				Group: processor.Group{StandbyReplicas: tc.replicas}})
 			until(t, 90*time.Second, "A and B to hold 2 partitions each", func() bool {
 				return a.ready() && b.ready() && len(hooksA.held()) == 2 && len(hooksB.held()) == 2
 			})
@@ -161,7 +161,7 @@ func TestJoinConsumesInputsWhileItWarmsUp(t *testing.T) {
 	group := e.group("inputfirst")
 	hooksA := &restoreHooks{}
 	a := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: []processor.Hook{hooksA},
-		StandbyReplicas: 1, LeaveGroupOnStop: true})
+		Group: processor.Group{StandbyReplicas: 1, LeaveOnStop: true}})
 	until(t, 60*time.Second, "A to hold every partition", func() bool { return a.ready() && len(hooksA.held()) == 4 })
 	first := mixedEvents("if1", 2000, 4)
 	e.produceTo(first...)
@@ -169,7 +169,7 @@ func TestJoinConsumesInputsWhileItWarmsUp(t *testing.T) {
 
 	hooksB := &warmHooks{input: e.input, release: make(chan struct{}), inputs: map[int32]bool{}}
 	b := e.startEOS(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(), Hooks: []processor.Hook{hooksB},
-		StandbyReplicas: 1})
+		Group: processor.Group{StandbyReplicas: 1}})
 	var release sync.Once
 	t.Cleanup(func() { release.Do(func() { close(hooksB.release) }) }) // before B stops (cleanups run last first)
 	until(t, 90*time.Second, "B to consume input partitions while its warm-ups are held", func() bool {

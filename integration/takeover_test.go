@@ -35,7 +35,7 @@ func TestDeadMembersTransactionIsAbortedAtTakeover(t *testing.T) {
 
 	var crashed atomic.Bool
 	a := e.startEOSWithFault(e.topology(group, &counter{}), processor.Config{StateDir: t.TempDir(),
-		TransactionTimeout: 2 * time.Minute}, func() error {
+		Transactions: processor.Transactions{Timeout: 2 * time.Minute}}, func() error {
 		crashed.Store(true)
 		return errors.New("power cut")
 	})

@@ -236,8 +236,8 @@ func (m *member) commitTxn(sess sarama.ConsumerGroupSession, pc *pendingCommit) 
 	if !m.tx.beginTxn(t) { // only offsets to commit
 		return t.err
 	}
-	if m.cfg.beforeCommit != nil {
-		if err := m.cfg.beforeCommit(); err != nil {
+	if m.cfg.internal.beforeCommit != nil {
+		if err := m.cfg.internal.beforeCommit(); err != nil {
 			return &crash{err}
 		}
 	}

@@ -45,7 +45,7 @@ func (m *member) watchCommit(pc *pendingCommit) (stop func()) {
 	quit, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)
-		tick := time.NewTicker(m.cfg.TransactionTimeout)
+		tick := time.NewTicker(m.cfg.Transactions.Timeout)
 		defer tick.Stop()
 		for {
 			select {
@@ -54,7 +54,7 @@ func (m *member) watchCommit(pc *pendingCommit) (stop func()) {
 			case <-tick.C:
 				step := commitStep(pc.step.Load())
 				m.log.Warn("commit stalled", "waited", time.Since(pc.start).Round(time.Second), "step", step.String(),
-					"records", pc.records, "transactionTimeout", m.cfg.TransactionTimeout,
+					"records", pc.records, "transactionTimeout", m.cfg.Transactions.Timeout,
 					"why", "past the transaction timeout the coordinator aborts this transaction; usually a broker "+
 						"that this instance cannot reach while it reaches the others. The member is fenced and starts "+
 						"over once that broker answers; its partitions wait meanwhile")

@@ -39,7 +39,7 @@ func TestAStalledCommitIsReportedUntilItEnds(t *testing.T) {
 	hooks := &stallHooks{}
 	logs := &lockedBuffer{}
 	m.hooks, m.log = hookList{hooks}, slog.New(slog.NewTextHandler(logs, nil))
-	m.cfg.TransactionTimeout = 20 * time.Millisecond
+	m.cfg.Transactions.Timeout = 20 * time.Millisecond
 	sess := commitSession{benchSession{ctx: t.Context()}}
 
 	handleNow(m, sess, prepared(m, inputMessage(m.topo, 1)))
@@ -68,7 +68,7 @@ func TestAStalledCommitIsReportedUntilItEnds(t *testing.T) {
 	// awaitCommit returned after the watcher exited: nothing may report
 	// from now on. Absence has no event to wait for: watch for ten periods.
 	after := hooks.stalls.Load()
-	time.Sleep(10 * m.cfg.TransactionTimeout)
+	time.Sleep(10 * m.cfg.Transactions.Timeout)
 	if n := hooks.stalls.Load(); n != after {
 		t.Fatalf("%d stall reports after the stalled commit ended, want %d", n, after)
 	}

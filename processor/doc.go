@@ -88,7 +88,7 @@ package processor
 //
 // # Standby replicas (standby.go, internal/assign)
 //
-// With Config.StandbyReplicas, the leader's plan also gives members
+// With Config.Group.StandbyReplicas, the leader's plan also gives members
 // standbys: partitions of other instances whose changelog they tail into a
 // store of their own, read_committed up to the last stable offset. Setup
 // reconciles a member's standbys with its assignment (a store it loses as
@@ -152,7 +152,7 @@ package processor
 // commits, then the consumer groups and clients close. sarama sends no
 // LeaveGroup for a static member, so the coordinator keeps the members
 // until the session timeout, which serves a restart. A stop for good
-// (Config.LeaveGroupOnStop, Processor.LeaveGroupOnStop) then removes all
+// (Config.Group.LeaveOnStop, Processor.LeaveGroupOnStop) then removes all
 // of the instance's members in one LeaveGroup request by group instance
 // ID (KIP-345); only a clean stop does, and a failure is logged.
 //

@@ -190,7 +190,7 @@ type healthLimits struct {
 }
 
 func (c *Config) healthLimits() healthLimits {
-	return healthLimits{abortLimit: c.ReadyAbortLimit, readyStall: c.ReadyStallAfter, liveStall: c.LiveStallAfter}
+	return healthLimits{abortLimit: c.Health.ReadyAbortLimit, readyStall: c.Health.ReadyStallAfter, liveStall: c.Health.LiveStallAfter}
 }
 
 // memberState is what judge needs of one member.

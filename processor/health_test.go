@@ -171,12 +171,12 @@ func TestHealthBoundsAreValidated(t *testing.T) {
 		edit func(*Config)
 		want string
 	}{
-		{"ready bound within the transaction timeout", func(c *Config) { c.ReadyStallAfter = 10 * time.Second }, "ready stall bound 10s: must exceed"},
+		{"ready bound within the transaction timeout", func(c *Config) { c.Health.ReadyStallAfter = 10 * time.Second }, "ready stall bound 10s: must exceed"},
 		{"ready bound within the commit interval", func(c *Config) {
-			c.CommitInterval, c.ReadyStallAfter = time.Minute, 40*time.Second
+			c.Transactions.CommitInterval, c.Health.ReadyStallAfter = time.Minute, 40*time.Second
 		}, "ready stall bound 40s: must exceed the commit interval and the transaction timeout (1m0s)"},
-		{"live bound within the ready bound", func(c *Config) { c.LiveStallAfter = 30 * time.Second }, "live stall bound 30s: must exceed the ready stall bound 30s"},
-		{"negative abort limit", func(c *Config) { c.ReadyAbortLimit = -1 }, "ready abort limit -1"},
+		{"live bound within the ready bound", func(c *Config) { c.Health.LiveStallAfter = 30 * time.Second }, "live stall bound 30s: must exceed the ready stall bound 30s"},
+		{"negative abort limit", func(c *Config) { c.Health.ReadyAbortLimit = -1 }, "ready abort limit -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -194,7 +194,7 @@ func TestHealthBoundsAreValidated(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	if c.ReadyAbortLimit != 5 || c.ReadyStallAfter != 30*time.Second || c.LiveStallAfter != 5*time.Minute {
-		t.Fatalf("defaults %d %v %v", c.ReadyAbortLimit, c.ReadyStallAfter, c.LiveStallAfter)
+	if c.Health.ReadyAbortLimit != 5 || c.Health.ReadyStallAfter != 30*time.Second || c.Health.LiveStallAfter != 5*time.Minute {
+		t.Fatalf("defaults %d %v %v", c.Health.ReadyAbortLimit, c.Health.ReadyStallAfter, c.Health.LiveStallAfter)
 	}
 }

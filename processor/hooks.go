@@ -38,11 +38,11 @@ type HookDeadTransactionFenced interface{ OnDeadTransactionFenced() }
 
 // HookStuckTransactionFenced is told that a member aborted a transaction of
 // another instance of the group that stayed open longer than
-// Config.FenceStuckAfter and held the member's partitions.
+// Config.Transactions.FenceStuckAfter and held the member's partitions.
 type HookStuckTransactionFenced interface{ OnStuckTransactionFenced() }
 
 // HookPeersWatched is told how many other instances of the group this one
-// holds a liveness connection to (Config.PeerAddr), at every change.
+// holds a liveness connection to (Config.Peers.Addr), at every change.
 type HookPeersWatched interface{ OnPeersWatched(n int) }
 
 // HookInstanceDied is told that another instance of the group died: its

@@ -15,7 +15,7 @@ import (
 // removed from the group, so the other instances take their partitions at
 // once instead of after the session timeout. Call it before cancelling
 // Run's context (a scale-in); a stop without it is a restart, which static
-// membership serves best. Config.LeaveGroupOnStop does the same for every
+// membership serves best. Config.Group.LeaveOnStop does the same for every
 // stop. Safe to call from any goroutine.
 func (p *Processor) LeaveGroupOnStop() { p.leave.Store(true) }
 
@@ -32,11 +32,11 @@ func (p *Processor) leaveGroup(ctx context.Context) {
 		names[i] = m.memberName
 	}
 	log := p.cfg.Logger.With("group", p.topo.Group, "members", names)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.SessionTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.Group.SessionTimeout)
 	defer cancel()
 	sc := adminConfig(&p.cfg, "dedup-admin")
 	var resp *sarama.LeaveGroupResponse
-	err := kafkautil.WithAdmin(ctx, log, "leave the group", p.cfg.Brokers, sc, p.cfg.SessionTimeout,
+	err := kafkautil.WithAdmin(ctx, log, "leave the group", p.cfg.Brokers, sc, p.cfg.Group.SessionTimeout,
 		func(admin sarama.ClusterAdmin) error {
 			var err error
 			resp, err = admin.RemoveMemberFromConsumerGroup(p.topo.Group, names)
@@ -47,7 +47,7 @@ func (p *Processor) leaveGroup(ctx context.Context) {
 	}
 	if err != nil {
 		log.Warn("leaving the consumer group failed: the other instances get this instance's partitions "+
-			"after the session timeout", "sessionTimeout", p.cfg.SessionTimeout, "err", kafkautil.Named(err))
+			"after the session timeout", "sessionTimeout", p.cfg.Group.SessionTimeout, "err", kafkautil.Named(err))
 		return
 	}
 	log.Info("left the consumer group: the other instances take this instance's partitions now")

@@ -72,7 +72,7 @@ type background struct {
 	// preopened is closed once the stores noted for the Processor's members
 	// are open (preopen.go); nil: none are opened at start.
 	preopened chan struct{}
-	// standby and strategy, with Config.StandbyReplicas: the Processor's
+	// standby and strategy, with Config.Group.StandbyReplicas: the Processor's
 	// standbys and this member's assignment strategy, which says which it
 	// holds (standby.go); lastProbe is the member's latest warm-up rejoin
 	// (unix nanos).
@@ -314,13 +314,13 @@ func (m *member) hand(sess sarama.ConsumerGroupSession, in []inbound) bool {
 
 func (m *member) loop(sess sarama.ConsumerGroupSession) {
 	defer close(m.session.done)
-	tick := time.NewTicker(m.cfg.CommitInterval)
+	tick := time.NewTicker(m.cfg.Transactions.CommitInterval)
 	defer tick.Stop()
 	m.tx.commitTick = tick.C
 	if m.session.calls.limit == 1 {
 		defer m.startStandIn(sess)()
 	}
-	sweepTick := time.NewTicker(m.cfg.SweepInterval)
+	sweepTick := time.NewTicker(m.cfg.Sweep.Interval)
 	defer sweepTick.Stop()
 	sweepMore := false
 	// The records that waited through the rebalance commit as soon as the
@@ -436,7 +436,7 @@ func (m *member) settle(sess sarama.ConsumerGroupSession) {
 	case m.tx.failed:
 	case m.tx.state.err != nil:
 		m.abort(m.tx.state.err)
-	case m.tx.state.sent+len(m.tx.staged) >= m.cfg.MaxBatch:
+	case m.tx.state.sent+len(m.tx.staged) >= m.cfg.Transactions.MaxBatch:
 		m.commitFull(sess)
 	}
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // Every liveness connection starts with a mutual challenge-response over
-// Config.PeerSecret, before either side says anything that identifies it:
+// Config.Peers.Secret, before either side says anything that identifies it:
 // a death told over a liveness connection aborts the dead instance's
 // transactions, so only an instance that knows the group's secret may take
 // part, and a stranger that connects must learn nothing (no group, no
@@ -53,7 +53,7 @@ const maxPeerLine = 1024
 // peerHandshakeTimeout bounds a whole handshake, either side.
 const peerHandshakeTimeout = 2 * time.Second
 
-// MinPeerSecret is the shortest Config.PeerSecret, in bytes.
+// MinPeerSecret is the shortest Config.Peers.Secret, in bytes.
 const MinPeerSecret = 32
 
 // errPeerAuth marks a handshake that failed because the other side did not

@@ -22,8 +22,8 @@ import (
 //
 // A process that dies on a live host (kill -9, a crash, the OOM killer)
 // closes its sockets, and its port refuses connections from then on. So,
-// given the group's shared secret (Config.PeerSecret), each instance
-// listens on Config.PeerAddr, advertises the address in its group
+// given the group's shared secret (Config.Peers.Secret), each instance
+// listens on Config.Peers.Addr, advertises the address in its group
 // subscription (internal/assign), and holds one connection to every other
 // instance of the group it finds there (peerwatch.go), on the group's port
 // only (peerPort). Every connection first passes a mutual proof of the

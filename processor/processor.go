@@ -31,12 +31,12 @@ type Processor struct {
 	// leave is set by LeaveGroupOnStop: this stop leaves the group.
 	leave atomic.Bool
 	// stuck fences other instances' transactions that stay open past
-	// Config.FenceStuckAfter (stuck.go); nil: never.
+	// Config.Transactions.FenceStuckAfter (stuck.go); nil: never.
 	stuck *stuckWatch
 	// host is the instance's name in the group (<group>-<instance>).
 	host string
 	// peers watches the other instances' liveness connections and fences
-	// the transactions of those that die (peers.go); nil: Config.PeerAddr
+	// the transactions of those that die (peers.go); nil: Config.Peers.Addr
 	// is empty.
 	peers *peerWatch
 }
@@ -59,10 +59,10 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	if err := topo.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.FenceStuckAfter = stuckBound(cfg.CommitInterval, cfg.FenceStuckAfter)
-	if floor := stuckFloor(cfg.CommitInterval); cfg.FenceStuckAfter <= floor {
+	cfg.Transactions.FenceStuckAfter = stuckBound(cfg.Transactions.CommitInterval, cfg.Transactions.FenceStuckAfter)
+	if floor := stuckFloor(cfg.Transactions.CommitInterval); cfg.Transactions.FenceStuckAfter <= floor {
 		return nil, fmt.Errorf("fence stuck after %v: must exceed the commit interval (%v), "+
-			"how long a live member's transaction may stay open", cfg.FenceStuckAfter, floor)
+			"how long a live member's transaction may stay open", cfg.Transactions.FenceStuckAfter, floor)
 	}
 	// The runtime's logger and metrics reach the topology through a copy:
 	// the caller's definition stays as it was.
@@ -78,7 +78,7 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	}
 	topo = &run
 	// The caller's slice may change after New; the instance keeps its own.
-	cfg.PeerSecret = bytes.Clone(cfg.PeerSecret)
+	cfg.Peers.Secret = bytes.Clone(cfg.Peers.Secret)
 	instance := cfg.InstanceID
 	if instance == "" {
 		var err error
@@ -87,37 +87,37 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 		}
 	}
 	// Validated above: Load fails only on a file that vanished since.
-	cfg.beforeCommit = faults.BeforeCommit(ctx)
+	cfg.internal.beforeCommit = faults.BeforeCommit(ctx)
 	secure, err := cfg.Security.load()
 	if err != nil {
 		return nil, err
 	}
-	cfg.secure = secure
+	cfg.internal.secure = secure
 	partitions, maxRecord, unread, err := prepareTopics(ctx, &cfg, topo)
 	if err != nil {
 		return nil, err
 	}
-	cfg.maxRecord = maxRecord
+	cfg.internal.maxRecord = maxRecord
 	if len(unread) > 0 {
 		cfg.Logger.Warn("no DescribeConfigs on these topics: records larger than their max.message.bytes would abort "+
 			"every transaction that holds them; grant DescribeConfigs so they are dead-lettered instead", "topics", unread)
 	}
 	host := fmt.Sprintf("%s-%s", topo.Group, instance) // the instance's name in the group
 	p := &Processor{cfg: cfg, topo: topo, partitions: partitions, host: host}
-	if cfg.FenceStuckAfter < cfg.TransactionTimeout {
+	if cfg.Transactions.FenceStuckAfter < cfg.Transactions.Timeout {
 		// At the transaction timeout or beyond, the coordinator aborts a
 		// stuck transaction first.
 		f := &fencer{group: topo.Group, name: host, cfg: &p.cfg,
 			log: cfg.Logger.With("component", "stuck-transactions"), hooks: hooks}
-		p.stuck = newStuckWatch(f, topo.LoopTopic(), cfg.FenceStuckAfter)
+		p.stuck = newStuckWatch(f, topo.LoopTopic(), cfg.Transactions.FenceStuckAfter)
 	}
-	if cfg.PeerAddr != "" {
+	if cfg.Peers.Addr != "" {
 		f := &fencer{group: topo.Group, name: host, cfg: &p.cfg, log: cfg.Logger.With("component", "peers"), hooks: hooks}
-		p.peers = newPeerWatch(f, host, p.cfg.PeerSecret, peerPort(cfg.PeerAddr, cfg.PeerAdvertise))
+		p.peers = newPeerWatch(f, host, p.cfg.Peers.Secret, peerPort(cfg.Peers.Addr, cfg.Peers.Advertise))
 	}
 	kept, scans := &keptStores{}, newScanPacer()
 	var standby *standbyTasks
-	if cfg.StandbyReplicas > 0 {
+	if cfg.Group.StandbyReplicas > 0 {
 		standby = newStandbyTasks()
 	}
 	for t := 0; t < cfg.Threads; t++ {
@@ -125,7 +125,7 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 		m := &member{cfg: &p.cfg, topo: topo, hooks: hooks, memberName: name,
 			tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: partitions,
 			bg:  background{kept: kept, scans: scans, standby: standby, stuck: p.stuck, peers: p.peers},
-			log: cfg.Logger.With("member", name), tx: transaction{producerCfg: producerConfig(&cfg, name), maxRecord: cfg.maxRecord}}
+			log: cfg.Logger.With("member", name), tx: transaction{producerCfg: producerConfig(&cfg, name), maxRecord: cfg.internal.maxRecord}}
 		if err := m.connect(host); err != nil {
 			p.close()
 			return nil, err
@@ -255,7 +255,7 @@ func (m *member) connect(host string) error {
 		if m.topo.Rekey != dedup.RekeyNever {
 			forwardTo = m.loopTopic
 		}
-		m.bg.strategy = assign.NewMember(host, m.cfg.StandbyReplicas, func() ([]int32, []int32) { return m.bg.standby.held(m) }, forwardTo)
+		m.bg.strategy = assign.NewMember(host, m.cfg.Group.StandbyReplicas, func() ([]int32, []int32) { return m.bg.standby.held(m) }, forwardTo)
 		cc.Consumer.Group.Rebalance.GroupStrategies[0] = m.bg.strategy
 	} else if m.bg.peers != nil {
 		// The sticky strategy with the liveness address in the
@@ -278,7 +278,7 @@ func (m *member) connect(host string) error {
 
 // Run processes until ctx is cancelled (then it commits and closes cleanly)
 // or a member fails fatally, which stops the others. A clean stop with
-// Config.LeaveGroupOnStop or LeaveGroupOnStop removes the instance's
+// Config.Group.LeaveOnStop or LeaveGroupOnStop removes the instance's
 // members from the group once they closed. An error names Kafka's error
 // codes (PRODUCER_FENCED, ...).
 func (p *Processor) Run(ctx context.Context) error {
@@ -286,7 +286,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	// Only a clean stop leaves: after a failure the instance is likely
 	// restarted, and after ErrInstanceFenced the members of that name
 	// belong to the other live instance.
-	if err == nil && ctx.Err() != nil && (p.cfg.LeaveGroupOnStop || p.leave.Load()) {
+	if err == nil && ctx.Err() != nil && (p.cfg.Group.LeaveOnStop || p.leave.Load()) {
 		p.leaveGroup(ctx)
 	}
 	return err
@@ -350,11 +350,11 @@ func (p *Processor) run(ctx context.Context) error {
 // could dial is a warning, not a failure: the stuck watch remains.
 func (p *Processor) listenPeers() (*peerServer, error) {
 	me := peerIdentity{group: p.topo.Group, host: p.host, incarnation: newIncarnation()}
-	srv, err := listenPeers(p.cfg.PeerAddr, me, p.cfg.PeerSecret, p.peers.fence.log)
+	srv, err := listenPeers(p.cfg.Peers.Addr, me, p.cfg.Peers.Secret, p.peers.fence.log)
 	if err != nil {
 		return nil, err
 	}
-	addr, err := advertisedPeer(p.cfg.PeerAddr, p.cfg.PeerAdvertise, srv.port(), p.cfg.Brokers)
+	addr, err := advertisedPeer(p.cfg.Peers.Addr, p.cfg.Peers.Advertise, srv.port(), p.cfg.Brokers)
 	if err != nil {
 		p.peers.fence.log.Warn("no liveness address to advertise: the other instances notice this one's death after "+
 			"--fence-stuck-after", "err", err)
@@ -372,7 +372,7 @@ func (p *Processor) listenPeers() (*peerServer, error) {
 func (p *Processor) Ready() bool { return p.Health().Ready }
 
 // Live reports whether no member has held consumed records uncommitted for
-// Config.LiveStallAfter (Health).
+// Config.Health.LiveStallAfter (Health).
 func (p *Processor) Live() bool { return p.Health().Live }
 
 // Health reports readiness and liveness with the reasons.
@@ -415,8 +415,8 @@ func baseConfig(cfg *Config, clientID string) *sarama.Config {
 	c := sarama.NewConfig()
 	c.Version = kafkautil.SaramaVersion
 	c.ClientID = clientID
-	if cfg.secure != nil {
-		cfg.secure(c)
+	if cfg.internal.secure != nil {
+		cfg.internal.secure(c)
 	}
 	// Pending transactional offsets make a joining member's offset fetch fail
 	// with UNSTABLE_OFFSET_COMMIT until the transaction ends; sarama retries
@@ -446,8 +446,8 @@ func consumerConfig(cfg *Config, name string) *sarama.Config {
 	// across a rebalance, so a member joining or leaving restores only the
 	// tables that move.
 	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{assign.Sticky}
-	c.Consumer.Group.Session.Timeout = cfg.SessionTimeout
-	c.Consumer.Group.Heartbeat.Interval = heartbeatInterval(cfg.SessionTimeout)
+	c.Consumer.Group.Session.Timeout = cfg.Group.SessionTimeout
+	c.Consumer.Group.Heartbeat.Interval = heartbeatInterval(cfg.Group.SessionTimeout)
 	// Static membership: a restarted instance gets its partitions back at
 	// once instead of after a rebalance.
 	c.Consumer.Group.InstanceId = name
@@ -473,7 +473,7 @@ func producerConfig(cfg *Config, name string) *sarama.Config {
 	c := baseConfig(cfg, name)
 	c.Producer.Idempotent = true
 	c.Producer.Transaction.ID = name
-	c.Producer.Transaction.Timeout = cfg.TransactionTimeout
+	c.Producer.Transaction.Timeout = cfg.Transactions.Timeout
 	// InitProducerId answers CONCURRENT_TRANSACTIONS while the broker aborts
 	// the previous incarnation's transaction: keep retrying through it.
 	c.Producer.Transaction.Retry.Max = txnRetries
@@ -482,8 +482,8 @@ func producerConfig(cfg *Config, name string) *sarama.Config {
 	c.Producer.Return.Successes = true
 	c.Producer.Return.Errors = true
 	c.Producer.Partitioner = newPartitioner
-	if cfg.maxRecord > 0 {
-		c.Producer.MaxMessageBytes = cfg.maxRecord
+	if cfg.internal.maxRecord > 0 {
+		c.Producer.MaxMessageBytes = cfg.internal.maxRecord
 	}
 	c.Producer.Flush.Messages = 1000
 	c.Producer.Flush.Frequency = 5 * time.Millisecond

@@ -13,7 +13,7 @@ import (
 	"github.com/dedupkit/dedup/internal/tablefile"
 )
 
-// Standby replicas (Config.StandbyReplicas) are copies of other members'
+// Standby replicas (Config.Group.StandbyReplicas) are copies of other members'
 // table partitions, kept up to date by tailing their changelogs. Without
 // them a partition that changes owner is restored from the whole changelog
 // before it processes again, which takes long for a large table (restore
@@ -35,7 +35,7 @@ import (
 // only committed records, as an owner's store does: the takeover's restore
 // starts at the offset it recorded, as after a restart.
 
-// MaxStandbyReplicas bounds Config.StandbyReplicas: each copy costs an
+// MaxStandbyReplicas bounds Config.Group.StandbyReplicas: each copy costs an
 // instance the disk and about the memory of an owned partition.
 const MaxStandbyReplicas = 3
 

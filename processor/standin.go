@@ -73,7 +73,7 @@ func (m *member) startStandIn(sess sarama.ConsumerGroupSession) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(m.cfg.CommitInterval)
+		tick := time.NewTicker(m.cfg.Transactions.CommitInterval)
 		defer tick.Stop()
 		for {
 			select {
@@ -85,7 +85,7 @@ func (m *member) startStandIn(sess sarama.ConsumerGroupSession) (stop func()) {
 			// commits between shorter ones itself (member.handle), and a
 			// stand-in taking over calls of microseconds would only make
 			// the loop wait for the lock.
-			long := time.Since(time.Unix(0, s.since.Load())) >= m.cfg.CommitInterval
+			long := time.Since(time.Unix(0, s.since.Load())) >= m.cfg.Transactions.CommitInterval
 			if s.started.Load() > s.ended.Load() && long && s.mu.TryLock() {
 				m.standInServe(sess, s, tick.C)
 				s.mu.Unlock()

@@ -29,7 +29,7 @@ import (
 // advancing while records wait beyond it looks at the group's open
 // transactions (ListTransactions, DescribeTransactions, Kafka 3.0+) and
 // fences every one of another instance that it has watched stay open,
-// unchanged, for Config.FenceStuckAfter: an InitProducerId on its
+// unchanged, for Config.Transactions.FenceStuckAfter: an InitProducerId on its
 // transactional ID makes the coordinator abort it, as the leader's fencing
 // does. Nothing is lost or doubled either way: a fenced live member finds
 // its transaction aborted and starts over from its committed offsets, as
@@ -69,18 +69,18 @@ const stuckSoonest = 20 * time.Millisecond
 // as stuck again.
 const stuckRefence = 5 * time.Minute
 
-// DefaultFenceStuckAfter is the least default of Config.FenceStuckAfter.
+// DefaultFenceStuckAfter is the least default of Config.Transactions.FenceStuckAfter.
 const DefaultFenceStuckAfter = 2 * time.Second
 
 // stuckFloor is how long a live member's transaction may stay open: a
 // commit interval. A handler's calls, however slow, and its retries run
 // beside the loop (calls.go), which commits on the interval meanwhile.
-// Config.FenceStuckAfter must exceed it.
+// Config.Transactions.FenceStuckAfter must exceed it.
 func stuckFloor(commitInterval time.Duration) time.Duration {
 	return commitInterval
 }
 
-// stuckBound is Config.FenceStuckAfter for a configured value (0: the
+// stuckBound is Config.Transactions.FenceStuckAfter for a configured value (0: the
 // default, DefaultFenceStuckAfter or twice stuckFloor when longer).
 func stuckBound(commitInterval, configured time.Duration) time.Duration {
 	if configured != 0 {

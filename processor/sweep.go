@@ -41,7 +41,7 @@ func sweepScan(s *store, batch int) int {
 func (m *member) sweep(now time.Time) (more bool) {
 	for p, t := range m.tables.byPartition {
 		s := t.store
-		keys, _, err := s.Expired(now.UnixNano(), m.cfg.SweepBatch, sweepScan(s, m.cfg.SweepBatch))
+		keys, _, err := s.Expired(now.UnixNano(), m.cfg.Sweep.Batch, sweepScan(s, m.cfg.Sweep.Batch))
 		if err != nil && leveldbx.Corrupted(err) {
 			// The store is marked; ending the session deletes it at close
 			// and the rejoin restores it (store_corrupt.go).
@@ -69,7 +69,7 @@ func (m *member) sweep(now time.Time) (more bool) {
 			m.hooks.Swept(p, deleted)
 			m.tx.state.dirty = true
 		}
-		if len(keys) == m.cfg.SweepBatch {
+		if len(keys) == m.cfg.Sweep.Batch {
 			more = true
 		}
 	}

@@ -66,12 +66,13 @@ func runWorker(ctx context.Context, cfg Config, ready func()) error {
 	)
 	if cfg.Kind == Exactly {
 		pc := processor.Config{Brokers: cfg.Brokers, StateDir: cfg.StateDir,
-			CommitInterval: cfg.CommitInterval, Threads: cfg.Threads, InstanceID: cfg.InstanceID,
-			SessionTimeout: cfg.SessionTimeout, StandbyReplicas: cfg.StandbyReplicas, Logger: cfg.Logger, Hooks: cfg.Hooks}
+			Threads: cfg.Threads, InstanceID: cfg.InstanceID,
+			Transactions: processor.Transactions{CommitInterval: cfg.CommitInterval},
+			Group:        processor.Group{SessionTimeout: cfg.SessionTimeout, StandbyReplicas: cfg.StandbyReplicas}, Logger: cfg.Logger, Hooks: cfg.Hooks}
 		if secret := os.Getenv(PeerSecretEnv); secret != "" {
 			// As `processor run` with a peer secret: liveness connections,
 			// on any free port since the instances share a host.
-			pc.PeerAddr, pc.PeerSecret = ":0", []byte(secret)
+			pc.Peers.Addr, pc.Peers.Secret = ":0", []byte(secret)
 		}
 		w, err = processor.New(ctx, pc, topo)
 	} else {

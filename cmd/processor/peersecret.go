@@ -18,7 +18,7 @@ const peerSecretEnv = "DEDUP_PEER_SECRET"
 // defaultPeerAddr is where the liveness listener opens once a peer secret is
 // set: one fixed port for every instance of a group, as brokers share their
 // listeners' port, so that an instance dials no other port
-// (processor.Config.PeerAddr). Without a secret no port opens.
+// (processor.Config.Peers.Addr). Without a secret no port opens.
 const defaultPeerAddr = ":7070"
 
 // peerFlags binds the liveness connections' flags.

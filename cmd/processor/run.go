@@ -57,11 +57,15 @@ func runWorker(ctx, forGood context.Context, cfg *Config, logOut *os.File) error
 	case ExactlyOnce:
 		var p *processor.Processor
 		p, err = processor.New(ctx, processor.Config{
-			Brokers: cfg.Brokers, Security: cfg.Security, StateDir: cfg.StateDir, InstanceID: cfg.InstanceID, CommitInterval: cfg.CommitInterval,
-			Threads: cfg.Threads, SessionTimeout: cfg.SessionTimeout, FenceStuckAfter: cfg.FenceStuckAfter,
-			PeerAddr: cfg.peerAddr(), PeerAdvertise: cfg.PeerAdvertise, PeerSecret: cfg.PeerSecret, SweepInterval: cfg.SweepInterval, Replication: int16(cfg.Replication), Logger: log,
-			Registerer: reg, LeaveGroupOnStop: cfg.LeaveGroup, StandbyReplicas: cfg.StandbyReplicas,
-			ReadyAbortLimit: cfg.ReadyAbortLimit, ReadyStallAfter: cfg.ReadyStallAfter, LiveStallAfter: cfg.LiveStallAfter,
+			Brokers: cfg.Brokers, Security: cfg.Security, StateDir: cfg.StateDir, InstanceID: cfg.InstanceID,
+			Threads: cfg.Threads, Replication: int16(cfg.Replication),
+			Transactions: processor.Transactions{CommitInterval: cfg.CommitInterval, FenceStuckAfter: cfg.FenceStuckAfter},
+			Group:        processor.Group{SessionTimeout: cfg.SessionTimeout, LeaveOnStop: cfg.LeaveGroup, StandbyReplicas: cfg.StandbyReplicas},
+			Peers:        processor.Peers{Addr: cfg.peerAddr(), Advertise: cfg.PeerAdvertise, Secret: cfg.PeerSecret},
+			Sweep:        processor.Sweep{Interval: cfg.SweepInterval},
+			Health: processor.HealthBounds{ReadyAbortLimit: cfg.ReadyAbortLimit, ReadyStallAfter: cfg.ReadyStallAfter,
+				LiveStallAfter: cfg.LiveStallAfter},
+			Logger: log, Registerer: reg,
 		}, topo)
 		if err == nil {
 			w, mux, leave = p, http.NewServeMux(), p.LeaveGroupOnStop

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Defaults of the health bounds (processor.Config.ReadyStallAfter and
+// Defaults of the health bounds (processor.Config.Health.ReadyStallAfter and
 // LiveStallAfter).
 const (
 	ReadyStallAfter = 30 * time.Second
