@@ -46,6 +46,16 @@ package processor
 // ID, so a restart on the same identity gets its partitions back without a
 // rebalance.
 //
+// A member (member.go) is four parts, one per responsibility: its claim
+// side (sessionState: the group session, the restores, the loop's channels
+// and calls; session.go, restore.go, calls.go), its table set (tableSet:
+// the restored partitions' stores), its write side (transaction: the
+// transactional producer, the open transaction and the one committing;
+// txn.go, commit.go), and the Processor's background work it takes part in
+// (background: kept stores, key filter scans, standbys, and the watches that
+// abort a dead instance's transactions; standby.go, scanpace.go, stuck.go,
+// peerwatch.go).
+//
 // # Assignment (internal/assign)
 //
 // The members join with a copartitioned, sticky strategy: a member gets the
@@ -80,7 +90,7 @@ package processor
 // One left open by an instance that died is aborted by the group's leader
 // before it hands out the dead instance's partitions (see Abort and
 // fencing); without that (brokers before Kafka 3.0, or the fencing failed)
-// the coordinator aborts it once it is older than TransactionTimeout, at its
+// the coordinator aborts it once it is older than Transactions.Timeout, at its
 // next check for such transactions (the broker's
 // transaction.abort.timed.out.transaction.cleanup.interval.ms, 10 s by
 // default). An instance restarted under the same instance ID aborts its
@@ -114,13 +124,13 @@ package processor
 //
 // # Commit (commit.go, store_seal.go, commit_watch.go)
 //
-// Every commit interval, or when a transaction holds MaxBatch records, the
+// Every commit interval, or when a transaction holds Transactions.MaxBatch records, the
 // loop seals the overlays and starts the commit in a goroutine: wait for the
 // produce acknowledgements, AddOffsetsToTxn with the live session's group
 // metadata (so a fenced member's offsets are refused as well), EndTxn. Only then
 // are the sealed overlays written to LevelDB, with the changelog offset each
 // reached; the loop goes on processing meanwhile, holding what it produces
-// back (member.staged) until the commit returned. A crash at any point
+// back (transaction.staged) until the commit returned. A crash at any point
 // leaves either the whole transaction or none of it: the next owner restores
 // the table from the changelog and resumes at the committed offsets.
 //
