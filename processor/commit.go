@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -255,8 +256,33 @@ func (m *member) commitTxn(sess sarama.ConsumerGroupSession, pc *pendingCommit) 
 		}
 	}
 	pc.setStep(stepEndTxn)
+	if err := m.commitResources(); err != nil {
+		return err
+	}
 	if err := m.tx.producer.CommitTxn(); err != nil {
 		return fmt.Errorf("commit transaction: %w", err)
+	}
+	return nil
+}
+
+// commitResources commits the stores outside Kafka that handlers joined
+// (dedup.Resource), just before the Kafka commit: the other order would
+// leave the Kafka outputs of an event committed whose database work a crash
+// then lost. This order's crash window (the database committed, Kafka not)
+// is the resources' to close: the events come again, and a resource such
+// as package inbox answers them from what it committed. The session's
+// context may be done already (the last commit of a revoked session), so
+// the resources get their own, bounded by the transaction timeout.
+func (m *member) commitResources() error {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.Transactions.Timeout)
+	defer cancel()
+	if err := m.tx.resources.Commit(ctx); err != nil {
+		return fmt.Errorf("commit a resource joined to the transaction: %w", err)
+	}
+	if m.cfg.internal.afterResources != nil {
+		if err := m.cfg.internal.afterResources(); err != nil {
+			return &crash{err}
+		}
 	}
 	return nil
 }

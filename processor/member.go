@@ -363,6 +363,9 @@ func (m *member) loop(sess sarama.ConsumerGroupSession) {
 			m.awaitCalls(sess, func() bool { return m.session.calls.running == 0 })
 			close(m.session.calls.jobs) // the workers end
 			m.commitAndWait(sess)
+			// Whatever a resource holds now belongs to events no
+			// committed transaction holds: they come again.
+			m.tx.resources.Rollback()
 			return
 		}
 	}

@@ -86,7 +86,7 @@ func (m *member) admit(sess sarama.ConsumerGroupSession, f *flight) bool {
 // false when it needed none (it is done, or the transaction failed).
 func (m *member) begin(sess sarama.ConsumerGroupSession, f *flight) bool {
 	msg := f.in.msg
-	f.rt = txnContext{m: m, ctx: sess.Context(), table: m.tables.byPartition[msg.Partition], partition: msg.Partition}
+	f.rt = txnContext{m: m, ctx: m.tx.handlerCtx, table: m.tables.byPartition[msg.Partition], partition: msg.Partition}
 	started, err := engine.StartRecord(m.topo, &f.rt, f.in.prep, msg.Value, &f.call)
 	if err != nil {
 		m.failedAt(msg, err)

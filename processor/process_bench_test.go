@@ -11,6 +11,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup"
+	"github.com/dedupkit/dedup/internal/resources"
 )
 
 // benchSession is the part of a group session process uses.
@@ -44,8 +45,9 @@ func newTestMember(tb testing.TB, producer sarama.AsyncProducer, partitions ...i
 	cfg.setDefaults()
 	m := &member{cfg: cfg, topo: topo, hooks: nil, log: cfg.Logger, memberName: "bench-0",
 		tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: benchPartitions,
-		tables: tableSet{byPartition: map[int32]*partitionTable{}}, tx: transaction{state: newTxnState(), producer: producer},
+		tables: tableSet{byPartition: map[int32]*partitionTable{}}, tx: transaction{state: newTxnState(), producer: producer, resources: resources.New()},
 		session: sessionState{cancelSession: func() {}, calls: newCalls(topo.Calls(), nil)}}
+	m.tx.handlerCtx = resources.With(context.Background(), m.tx.resources)
 	for _, p := range partitions {
 		s, err := openStore(tb.TempDir(), seenExpiry, nil)
 		if err != nil {

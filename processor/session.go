@@ -8,6 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/dedupkit/dedup/internal/resources"
 	"github.com/dedupkit/dedup/internal/tablefile"
 )
 
@@ -107,6 +108,8 @@ func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
 	m.tables.mu.Unlock()
 	m.tx.state, m.tx.failed, m.tx.committing, m.tx.commitDue = newTxnState(), false, nil, false
 	m.session.calls = newCalls(m.topo.Calls(), m.hooks)
+	m.tx.resources = resources.New()
+	m.tx.handlerCtx = resources.With(sess.Context(), m.tx.resources)
 	m.session.in, m.session.stop, m.session.done = make(chan []inbound, 16), make(chan struct{}), make(chan struct{})
 	m.session.adopt = make(chan *partitionTable)
 	go m.loop(sess)

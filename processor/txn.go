@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/kafkautil"
+	"github.com/dedupkit/dedup/internal/resources"
 )
 
 // transaction is the member's side that writes: the transactional producer,
@@ -36,6 +38,13 @@ type transaction struct {
 	commitDue  bool
 	commitTick <-chan time.Time // the loop's commit interval
 	failed     bool             // the session's transaction was aborted: ignore the rest
+
+	// resources are the stores outside Kafka that the session's handlers
+	// joined through handlerCtx (dedup.JoinResource); they commit just
+	// before each Kafka commit (commitTxn), and what they hold when the
+	// session ends uncommitted is rolled back (loop).
+	resources  *resources.Set
+	handlerCtx context.Context
 }
 
 // txnState is the open transaction's bookkeeping, owned by the loop. Records

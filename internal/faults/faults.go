@@ -20,3 +20,20 @@ func BeforeCommit(ctx context.Context) func() error {
 	fn, _ := ctx.Value(beforeCommitKey{}).(func() error)
 	return fn
 }
+
+type afterResourcesKey struct{}
+
+// WithAfterResources returns ctx carrying fn. The exactly-once processor
+// calls it after the resources joined to a transaction (dedup.Resource)
+// committed and before the Kafka commit: the window where a crash leaves
+// a database committed and its Kafka transaction aborted. An error makes
+// the member stop dead there.
+func WithAfterResources(ctx context.Context, fn func() error) context.Context {
+	return context.WithValue(ctx, afterResourcesKey{}, fn)
+}
+
+// AfterResources is the fn ctx carries, or nil.
+func AfterResources(ctx context.Context) func() error {
+	fn, _ := ctx.Value(afterResourcesKey{}).(func() error)
+	return fn
+}
