@@ -54,7 +54,7 @@ TOOL := $(GO) tool -modfile=$(CURDIR)/internal/tools/go.mod
 #  - Example functions without an Output comment: documentation, never run.
 # So unused code in internal/, the commands, examples/ and bench/ fails, and so
 # do unexported functions anywhere. A new public package goes into API_PACKAGES.
-API_PACKAGES := ^github[.]com/dedupkit/dedup(/(codecs|deduptest|processor|redrive))?$$
+API_PACKAGES := ^github[.]com/dedupkit/dedup(/(codecs|deduptest|inbox|processor|redrive))?$$
 DEADCODE_FORMAT := {{range .Funcs}}{{printf "%s\t%s\t%s\n" $$.Path .Name .Position}}{{end}}
 DEADCODE_KEEP := ($$1 ~ api && $$2 !~ /(^|[.])[^A-Z]/) || $$2 ~ /^Example/
 

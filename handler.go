@@ -77,6 +77,11 @@ type Message struct {
 //     away): return ctx.Err() (or any error). The event is neither marked
 //     nor dead-lettered, the transaction is aborted, and whoever owns the
 //     partition next processes it exactly once.
+//   - an error wrapping ErrInterrupted: the same, while ctx goes on; the
+//     runtime aborts the transaction and processes the event again. For a
+//     resource the transaction cannot commit without (a database that went
+//     away), where retrying the event alone cannot help and a dead letter
+//     would be wrong.
 //
 // A dead-lettered event stays unmarked, so each redelivered copy of it is
 // handled again (and dead-lettered again if it fails the same way); the
@@ -130,7 +135,8 @@ func IsPermanent(err error) bool {
 
 // ErrInterrupted is what a runtime gets back from the topology when the
 // handler gave up because its context was cancelled (shutdown or
-// revocation): the transaction must be aborted, nothing of the event kept.
+// revocation), or returned an error wrapping it: the transaction must be
+// aborted, nothing of the event kept.
 var ErrInterrupted = errors.New("handler interrupted: the worker is stopping or the partition was revoked")
 
 // Record is one consumed record as an IDFunc sees it.

@@ -138,6 +138,13 @@ func (m *member) finishCall(sess sarama.ConsumerGroupSession, f *flight) {
 		// offset stays held), and the partition's next owner, or this
 		// member after it rejoined, runs it again.
 		m.session.calls.hold(f)
+		if sess.Context().Err() == nil {
+			// The handler asked for it while the session goes on (a
+			// resource that cannot commit): the transaction aborts and
+			// the member rejoins, so the event runs again.
+			m.abort(f.call.Err())
+			return
+		}
 		m.log.Info("handler interrupted by the end of the session; the event runs again", "topic", msg.Topic,
 			"partition", msg.Partition, "offset", msg.Offset)
 		return

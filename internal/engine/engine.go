@@ -157,6 +157,9 @@ func (c *Call) Run(ctx context.Context) { c.outs, c.reason, c.err = handle(c.t, 
 // dedup.ErrInterrupted, and nothing of the event may be kept.
 func (c *Call) Interrupted() bool { return errors.Is(c.err, dedup.ErrInterrupted) }
 
+// Err is why Run stopped, when Interrupted.
+func (c *Call) Err() error { return c.err }
+
 // Finish writes what Run returned through rt: the outputs and the seen
 // mark, or a dead letter.
 func (c *Call) Finish(rt Runtime) error {
@@ -219,6 +222,11 @@ func handle(t *dedup.Topology, ctx context.Context, ev *dedup.Event) ([]dedup.Me
 		}
 		if ctx.Err() != nil {
 			return nil, "", fmt.Errorf("%w: event %s: %w", dedup.ErrInterrupted, ev.EventID, err)
+		}
+		if errors.Is(err, dedup.ErrInterrupted) {
+			// The handler asks for the transaction to abort: a resource
+			// joined to it cannot commit (dedup.Resource).
+			return nil, "", fmt.Errorf("event %s: %w", ev.EventID, err)
 		}
 		onHandlerError(t)
 		var pe *panicError

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"fmt"
+
 	"github.com/dedupkit/dedup"
 
 	"context"
@@ -197,5 +199,23 @@ func TestIDSources(t *testing.T) {
 				t.Fatalf("key %q reason %q (%v), want key %q reason %q", p.key, p.reason, p.err, tt.wantKey, tt.reason)
 			}
 		})
+	}
+}
+
+// A handler that returns an error wrapping dedup.ErrInterrupted while its
+// context goes on (a resource that cannot commit) is not retried and not
+// dead-lettered: the runtime aborts the transaction and the event comes
+// again.
+func TestHandlerAskingForTheAbortIsNotRetried(t *testing.T) {
+	calls := 0
+	topo := &dedup.Topology{Group: "g", Inputs: []string{"in"}, Outputs: []string{"out"}, DLQ: "dlq", HandlerRetries: 3, RetryBackoff: time.Hour,
+		KeyType: dedup.KeyEventID, Retention: time.Hour, EventID: dedup.JSONField("eventId"),
+		Handler: dedup.HandlerFunc(func(context.Context, *dedup.Event) ([]dedup.Message, error) {
+			calls++
+			return nil, fmt.Errorf("%w: database connection lost", dedup.ErrInterrupted)
+		})}
+	_, reason, err := handle(topo, context.Background(), &dedup.Event{EventID: "e1"})
+	if !errors.Is(err, dedup.ErrInterrupted) || reason != "" || calls != 1 {
+		t.Fatalf("handle: reason %q err %v after %d calls, want dedup.ErrInterrupted, no dead-letter reason, 1 call", reason, err, calls)
 	}
 }
