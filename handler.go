@@ -137,7 +137,7 @@ func IsPermanent(err error) bool {
 // handler gave up because its context was cancelled (shutdown or
 // revocation), or returned an error wrapping it: the transaction must be
 // aborted, nothing of the event kept.
-var ErrInterrupted = errors.New("handler interrupted: the worker is stopping or the partition was revoked")
+var ErrInterrupted = errors.New("handler interrupted: the transaction aborts and the event runs again")
 
 // Record is one consumed record as an IDFunc sees it.
 type Record struct {
