@@ -23,7 +23,7 @@ import (
 // fixture is an inbox on a table of the test's own, with a ledger table the
 // handler writes, and a member's resource set to run events in.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	db     *sql.DB
 	ib     *inbox.Inbox
 	reg    *prometheus.Registry
@@ -31,7 +31,9 @@ type fixture struct {
 	calls  sync.Map // event ID -> times the handler's work ran
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newBenchFixture(t) }
+
+func newBenchFixture(t testing.TB) *fixture {
 	t.Helper()
 	db, err := sql.Open("pgx", pgtest.DSN(t))
 	if err != nil {
@@ -104,7 +106,9 @@ type member struct {
 	ctx context.Context
 }
 
-func newMember(t *testing.T) *member {
+func newMember(t *testing.T) *member { return newBenchMember(t) }
+
+func newBenchMember(t testing.TB) *member {
 	s := resources.New()
 	return &member{set: s, ctx: resources.With(t.Context(), s)}
 }
