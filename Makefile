@@ -1,9 +1,11 @@
 # The two commands a new user needs:
 #   make demo   the worker on an embedded Kafka-protocol broker, no services needed
-#   make test   every test: starts a real Apache Kafka (integration/kafka/kafka.sh),
-#               runs unit + integration tests against it, fuzzes the codecs briefly
+#   make test   every test: starts a real Apache Kafka (integration/kafka/kafka.sh)
+#               and PostgreSQL (integration/postgres/postgres.sh), runs unit +
+#               integration tests against them, fuzzes the codecs briefly
 GO        ?= go
 KAFKA     := integration/kafka/kafka.sh
+POSTGRES  := integration/postgres/postgres.sh
 # A count, not a duration: a duration-based -fuzztime fails spuriously with
 # "context deadline exceeded" in Go 1.26 (golang/go#75804, fixed in 1.27).
 FUZZTIME  ?= 200000x
@@ -16,7 +18,7 @@ TESTFLAGS ?= -p 1
 # Compose libraries the deployment tests decode with stay out of the worker's go.mod.
 MODULES   ?= . bench deploy
 
-.PHONY: all build demo test unit integration fuzz kafka-up kafka-down vet
+.PHONY: all build demo test unit integration fuzz kafka-up kafka-down postgres-up postgres-down vet
 
 all: build
 
@@ -91,7 +93,8 @@ GOTESTSUM = $(TOOL) gotestsum --format-icons text --format-hide-empty-pkg \
 # In a loop over $(MODULES) with the module directory in $$m.
 GOTEST    = $(GOTESTSUM) --format pkgname-and-test-fails --raw-command -- $(GO) -C $$m test -json -count=1
 
-# Unit tier only: integration tests skip without KAFKA_BROKERS.
+# Unit tier only: integration tests skip without KAFKA_BROKERS (and
+# DEDUP_POSTGRES_DSN).
 unit:
 	for m in $(MODULES); do $(GOTEST) $(TESTFLAGS) ./... || exit 1; done
 
@@ -101,9 +104,21 @@ unit:
 # if that cluster has three brokers and KAFKA_PROXY_ROUTES routes them; the
 # TLS/SASL tests only if KAFKA_SECURE_BROKERS and the rest of `kafka.sh
 # secure-env`'s variables are set).
+# PostgreSQL (the inbox's tests) likewise, with or without KAFKA_BROKERS:
+# postgres.sh's server (127.0.0.1:15432) unless it is already running for this
+# checkout, stopped afterwards (after a failure too) only if started here, its
+# address in DEDUP_POSTGRES_DSN. DEDUP_POSTGRES_DSN set by the caller wins: then
+# no local server is started.
 # Then the multi-broker tests run against a three-node cluster of their own.
 test: vet test-rules
 	@set -e; \
+	pgstarted=; trap 'if [ -n "$$pgstarted" ]; then $(POSTGRES) down; fi' EXIT; \
+	if [ -n "$$DEDUP_POSTGRES_DSN" ]; then \
+	  echo "make test: using the caller's DEDUP_POSTGRES_DSN"; \
+	else \
+	  if ! $(POSTGRES) status 2>/dev/null | grep -q alive; then pgstarted=1; $(POSTGRES) up; fi; \
+	  DEDUP_POSTGRES_DSN=$$($(POSTGRES) dsn); export DEDUP_POSTGRES_DSN; \
+	fi; \
 	if [ -n "$$KAFKA_BROKERS" ]; then \
 	  echo "make test: using KAFKA_BROKERS=$$KAFKA_BROKERS"; \
 	  for m in $(MODULES); do $(GOTEST) -timeout 15m $(TESTFLAGS) ./...; done; \
@@ -116,6 +131,7 @@ test: vet test-rules
 	      env $$($(KAFKA) secure-env) $(GOTEST) -timeout 15m $(TESTFLAGS) -skip '$(CLUSTER_TESTS)' ./... || status=$$?; \
 	  done; \
 	  if [ -n "$$started" ]; then $(KAFKA) down; fi; \
+	  if [ -n "$$pgstarted" ]; then pgstarted=; $(POSTGRES) down; fi; \
 	  [ $$status = 0 ] || exit $$status; \
 	  $(MAKE) --no-print-directory test-cluster; \
 	fi
@@ -161,6 +177,15 @@ kafka-up:
 
 kafka-down:
 	$(KAFKA) down
+
+# A local PostgreSQL on 127.0.0.1:15432 (POSTGRES_PORT; data in .postgres), the
+# server `make test` starts; a package's tests by hand against it:
+#   DEDUP_POSTGRES_DSN=$(integration/postgres/postgres.sh dsn) go test ./inbox
+postgres-up:
+	$(POSTGRES) up
+
+postgres-down:
+	$(POSTGRES) down
 
 # The fault suite at scale (docs/reliability.md). Starts its own 3-broker
 # cluster on 127.0.0.1:19092-19094 (data in .kafka-chaos, wiped first; never the
