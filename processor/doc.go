@@ -134,7 +134,7 @@ package processor
 // leaves either the whole transaction or none of it: the next owner restores
 // the table from the changelog and resumes at the committed offsets.
 //
-// # Abort and fencing (txn.go abort, member.go run)
+// # Abort and fencing (txn.go abort, member.go run, abort.go)
 //
 // A failed produce or commit aborts the transaction: the overlays are
 // dropped, the session ends and the member rejoins, resuming at the committed
@@ -155,6 +155,16 @@ package processor
 // the group, by an InitProducerId on each (fence.go). A takeover after a
 // kill -9 then waits the session timeout, a heartbeat interval (at most
 // 0.25 s) for the members to rejoin, and those round trips.
+//
+// Under re-keying such a transaction also holds the loop partitions of live
+// members, which cannot wait for a session timeout; so two watches abort
+// sooner: the stuck watch (stuck.go), another instance's transaction that
+// stays open past Config.Transactions.FenceStuckAfter while records wait behind it, and
+// the peer watch (peers.go, peerwatch.go), every transaction of an instance
+// whose process is seen gone. The plan and the watches only choose the
+// transactional IDs; the Processor's one aborter (abort.go) lists the
+// group's open transactions for them and fences the chosen ones, so each
+// abort is retried, counted and logged the same way.
 //
 // # Stop (processor.go Run, leave.go)
 //

@@ -31,8 +31,8 @@ import (
 // so nobody without the secret may take part. When such an authenticated
 // connection ends and a new one to the same address is refused, that
 // process is gone: its open transactions are aborted at once
-// (fencer.fenceInstance), and the loop partitions they held go on within a
-// few round trips. Nothing less certain counts as a death: an address that
+// (peerWatch.dead, through the aborter of abort.go), and the loop
+// partitions they held go on within a few round trips. Nothing less certain counts as a death: an address that
 // times out (a lost host, a firewall), fails the proof, or answers with
 // another incarnation (a restart, whose own InitProducerId aborts the
 // transaction) is left to the stuck watch, the group's session timeout and

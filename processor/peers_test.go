@@ -37,8 +37,8 @@ var testSecret = []byte("0123456789abcdef0123456789abcdef")
 // it answers ends at once, as the peer's would when its process exits, and
 // dials past the script time out.
 func scriptedWatch(steps []dialStep) (w *peerWatch, deaths *[]string, dials *int) {
-	f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: nil}
-	w = newPeerWatch(f, "g-me", testSecret, "")
+	a := newAborter("g", "g-me", nil, nil)
+	w = newPeerWatch(a, slog.New(slog.DiscardHandler), "g-me", testSecret, "")
 	deaths, dials = &[]string{}, new(int)
 	w.died = func(host string) { *deaths = append(*deaths, host) }
 	w.dial = func(context.Context, string, time.Duration) (net.Conn, peerIdentity, error) {
@@ -101,8 +101,8 @@ func TestPeerServerClosedIsADeath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.close()
-	f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: nil}
-	w := newPeerWatch(f, "g-me", testSecret, "")
+	a := newAborter("g", "g-me", nil, nil)
+	w := newPeerWatch(a, slog.New(slog.DiscardHandler), "g-me", testSecret, "")
 	died := make(chan string, 1)
 	w.died = func(host string) { died <- host }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -184,8 +184,8 @@ func TestAdvertisedPeer(t *testing.T) {
 func TestPeersWatchedCount(t *testing.T) {
 	var mu sync.Mutex
 	var seen []int
-	f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: hookList{&peersHooks{mu: &mu, seen: &seen}}}
-	w := newPeerWatch(f, "g-me", testSecret, "")
+	a := newAborter("g", "g-me", nil, hookList{&peersHooks{mu: &mu, seen: &seen}})
+	w := newPeerWatch(a, slog.New(slog.DiscardHandler), "g-me", testSecret, "")
 	w.count(+1)
 	w.count(+1)
 	w.count(-1)
@@ -216,8 +216,8 @@ func TestPeerWatchDialsOnlyTheGroupsPort(t *testing.T) {
 		{":0", "", "10.0.0.2:45678", true},
 		{":7070", "", "no port", false},
 	} {
-		f := &fencer{group: "g", name: "g-me", log: slog.New(slog.DiscardHandler), hooks: nil}
-		w := newPeerWatch(f, "g-me", testSecret, peerPort(tc.listen, tc.advertise))
+		a := newAborter("g", "g-me", nil, nil)
+		w := newPeerWatch(a, slog.New(slog.DiscardHandler), "g-me", testSecret, peerPort(tc.listen, tc.advertise))
 		if got := w.dialable(tc.addr); got != tc.ok {
 			t.Errorf("listen %q advertise %q: dialable(%q) = %v, want %v", tc.listen, tc.advertise, tc.addr, got, tc.ok)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/dedupkit/dedup/internal/assign"
+	"github.com/dedupkit/dedup/internal/kafkautil"
 )
 
 // peerRefresh is how often the watch reads the group's members for peers
@@ -32,11 +33,13 @@ const peerProbeTries = 5
 
 // peerWatch holds an authenticated liveness connection to every other
 // instance of the group that advertises one on the group's port (peers.go)
-// and fences the open transactions of those it sees die. Processor.run owns run; each peer's watcher is a
+// and has the Processor's aborter (abort.go) fence the open transactions of
+// those it sees die. Processor.run owns run; each peer's watcher is a
 // goroutine run starts and waits for.
 type peerWatch struct {
-	self  string  // this instance's host: not watched
-	fence *fencer // its log and hooks are the watch's
+	self    string // this instance's host: not watched
+	aborter *aborter
+	log     *slog.Logger
 	// port is the only port dialled (peerPort); "": any.
 	port string
 	wake chan struct{}
@@ -51,12 +54,12 @@ type peerWatch struct {
 	connected   int
 }
 
-// newPeerWatch watches the peers of f's group as self, proving secret, and
-// dials only port ("": any).
-func newPeerWatch(f *fencer, self string, secret []byte, port string) *peerWatch {
-	w := &peerWatch{self: self, fence: f, port: port, wake: make(chan struct{}, 1),
+// newPeerWatch watches the peers of a's group as self, proving secret,
+// dials only port ("": any) and logs on log.
+func newPeerWatch(a *aborter, log *slog.Logger, self string, secret []byte, port string) *peerWatch {
+	w := &peerWatch{self: self, aborter: a, log: log, port: port, wake: make(chan struct{}, 1),
 		watching: map[string]bool{}, unreachable: map[string]bool{}}
-	me := peerIdentity{group: f.group, host: self}
+	me := peerIdentity{group: a.group, host: self}
 	w.dial = func(ctx context.Context, addr string, timeout time.Duration) (net.Conn, peerIdentity, error) {
 		return dialPeer(ctx, addr, timeout, secret, me)
 	}
@@ -89,7 +92,7 @@ func (w *peerWatch) run(ctx context.Context) {
 	for {
 		peers, err := w.peers(&client)
 		if err != nil {
-			w.fence.log.Warn("could not read the group's members for their liveness addresses; retrying", "err", err)
+			w.log.Warn("could not read the group's members for their liveness addresses; retrying", "err", err)
 		}
 		for host, addr := range peers {
 			w.start(ctx, &wg, host, addr)
@@ -109,13 +112,13 @@ func (w *peerWatch) run(ctx context.Context) {
 // must not make the instances dial any service it names.
 func (w *peerWatch) peers(client *sarama.Client) (map[string]string, error) {
 	if *client == nil {
-		c, err := sarama.NewClient(w.fence.cfg.Brokers, adminConfig(w.fence.cfg, w.fence.name))
+		c, err := sarama.NewClient(w.aborter.cfg.Brokers, adminConfig(w.aborter.cfg, w.aborter.name))
 		if err != nil {
 			return nil, err
 		}
 		*client = c
 	}
-	g, err := describeGroup(*client, w.fence.group)
+	g, err := describeGroup(*client, w.aborter.group)
 	if err != nil {
 		(*client).Close()
 		*client = nil
@@ -136,7 +139,7 @@ func (w *peerWatch) peers(client *sarama.Client) (map[string]string, error) {
 		}
 		if !w.dialable(addr) {
 			if w.tellOnce(host, addr) {
-				w.fence.log.Warn("a member of the group advertises a liveness address on another port than this "+
+				w.log.Warn("a member of the group advertises a liveness address on another port than this "+
 					"instance's: not dialled (give every instance the same --peer-addr port)",
 					"instance", host, "addr", addr, "port", w.port)
 			}
@@ -149,7 +152,7 @@ func (w *peerWatch) peers(client *sarama.Client) (map[string]string, error) {
 	}
 	for host := range twice {
 		delete(peers, host)
-		w.fence.log.Warn("two members of the group advertise one instance name at different liveness addresses: "+
+		w.log.Warn("two members of the group advertise one instance name at different liveness addresses: "+
 			"neither is watched", "instance", host)
 	}
 	return peers, nil
@@ -212,7 +215,7 @@ func (w *peerWatch) watch(ctx context.Context, host, addr string) {
 					level = slog.LevelWarn
 				}
 			}
-			w.fence.log.Log(ctx, level, "no liveness connection to an instance of the group: its death is noticed after --fence-stuck-after",
+			w.log.Log(ctx, level, "no liveness connection to an instance of the group: its death is noticed after --fence-stuck-after",
 				"instance", host, "addr", addr, "err", err)
 		}
 		return
@@ -235,12 +238,12 @@ func (w *peerWatch) watch(ctx context.Context, host, addr string) {
 		if next == nil {
 			// Cut, slow to answer, or not answered by an instance that
 			// proved the secret: not known to be dead.
-			w.fence.log.Info("lost the liveness connection to an instance of the group; its address did not refuse, "+
+			w.log.Info("lost the liveness connection to an instance of the group; its address did not refuse, "+
 				"so it is not taken for dead", "instance", host, "addr", addr, "err", err)
 			return
 		}
 		if nh.incarnation != h.incarnation {
-			w.fence.log.Info("an instance of the group restarted", "instance", host, "addr", addr)
+			w.log.Info("an instance of the group restarted", "instance", host, "addr", addr)
 		}
 		c, h = next, nh
 	}
@@ -274,22 +277,45 @@ func (w *peerWatch) probe(ctx context.Context, host, addr string) (gone bool, c 
 	return false, nil, peerIdentity{}, err
 }
 
-// dead fences the open transactions of host, whose process is gone.
+// dead aborts the open transactions of host, whose process is gone: all of
+// its members'.
 func (w *peerWatch) dead(host string) {
 	start := time.Now()
-	fenced, err := w.fence.fenceInstance(host)
-	w.fence.hooks.InstanceDied(fenced)
+	ids, err := w.openOf(host)
+	fenced, ferr := w.aborter.abort(w.log, triggerPeer, ids)
+	err = errors.Join(err, ferr)
 	took := time.Since(start).Round(time.Millisecond)
 	switch {
 	case err != nil:
-		w.fence.log.Warn("an instance of the group is gone, and not all its open transactions could be aborted: "+
+		w.log.Warn("an instance of the group is gone, and not all its open transactions could be aborted: "+
 			"the partitions they hold wait for --fence-stuck-after", "instance", host, "fenced", fenced, "err", err, "took", took)
 	case fenced > 0:
-		w.fence.log.Warn("an instance of the group died with transactions open; aborted them so that the partitions they held go on",
+		w.log.Warn("an instance of the group died with transactions open; aborted them so that the partitions they held go on",
 			"instance", host, "fenced", fenced, "took", took)
 	default:
-		w.fence.log.Info("an instance of the group is gone (stopped, or died between transactions)", "instance", host)
+		w.log.Info("an instance of the group is gone (stopped, or died between transactions)", "instance", host)
 	}
+}
+
+// openOf lists the open transactions of host's members; with some brokers
+// silent, those the others listed and why not all.
+func (w *peerWatch) openOf(host string) ([]string, error) {
+	client, err := w.aborter.connect()
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	open, partial, err := w.aborter.list(client)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, id := range open {
+		if kafkautil.InstanceTxnID(host, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, partial
 }
 
 // count changes the number of connected peers and reports it.
@@ -298,5 +324,5 @@ func (w *peerWatch) count(delta int) {
 	w.connected += delta
 	n := w.connected
 	w.mu.Unlock()
-	w.fence.hooks.PeersWatched(n)
+	w.aborter.hooks.PeersWatched(n)
 }

@@ -105,16 +105,17 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	}
 	host := fmt.Sprintf("%s-%s", topo.Group, instance) // the instance's name in the group
 	p := &Processor{cfg: cfg, topo: topo, partitions: partitions, host: host}
+	// The members' plans, the stuck watch and the peer watch each choose
+	// other instances' transactions to abort; one aborter aborts them all.
+	aborts := newAborter(topo.Group, host, &p.cfg, hooks)
 	if cfg.Transactions.FenceStuckAfter < cfg.Transactions.Timeout {
 		// At the transaction timeout or beyond, the coordinator aborts a
 		// stuck transaction first.
-		f := &fencer{group: topo.Group, name: host, cfg: &p.cfg,
-			log: cfg.Logger.With("component", "stuck-transactions"), hooks: hooks}
-		p.stuck = newStuckWatch(f, topo.LoopTopic(), cfg.Transactions.FenceStuckAfter)
+		p.stuck = newStuckWatch(aborts, cfg.Logger.With("component", "stuck-transactions"), topo.LoopTopic(), cfg.Transactions.FenceStuckAfter)
 	}
 	if cfg.Peers.Addr != "" {
-		f := &fencer{group: topo.Group, name: host, cfg: &p.cfg, log: cfg.Logger.With("component", "peers"), hooks: hooks}
-		p.peers = newPeerWatch(f, host, p.cfg.Peers.Secret, peerPort(cfg.Peers.Addr, cfg.Peers.Advertise))
+		p.peers = newPeerWatch(aborts, cfg.Logger.With("component", "peers"), host, p.cfg.Peers.Secret,
+			peerPort(cfg.Peers.Addr, cfg.Peers.Advertise))
 	}
 	kept, scans := &keptStores{}, newScanPacer()
 	var standby *standbyTasks
@@ -127,7 +128,7 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 			tableTopic: topo.TableTopic(), loopTopic: topo.LoopTopic(), partitions: partitions,
 			bg:  background{kept: kept, scans: scans, standby: standby, stuck: p.stuck, peers: p.peers},
 			log: cfg.Logger.With("member", name), tx: transaction{producerCfg: producerConfig(&cfg, name), maxRecord: cfg.internal.maxRecord}}
-		if err := m.connect(host); err != nil {
+		if err := m.connect(host, aborts); err != nil {
 			p.close()
 			return nil, err
 		}
@@ -239,8 +240,9 @@ func hashPartition(key string, partitions int32) int32 {
 	return part
 }
 
-// connect creates the member's restore client and group member.
-func (m *member) connect(host string) error {
+// connect creates the member's restore client and group member, whose
+// plans abort through aborts.
+func (m *member) connect(host string, aborts *aborter) error {
 	var err error
 	if m.client, err = sarama.NewClient(m.cfg.Brokers, baseConfig(m.cfg, m.memberName)); err != nil {
 		return fmt.Errorf("client: %w", err)
@@ -266,9 +268,8 @@ func (m *member) connect(host string) error {
 	}
 	// When this member leads the group, it aborts the transactions of
 	// members that left it before it hands out their partitions (fence.go).
-	f := &fencer{group: m.topo.Group, name: m.memberName, cfg: m.cfg, log: m.log, hooks: m.hooks}
 	for i, s := range cc.Consumer.Group.Rebalance.GroupStrategies {
-		cc.Consumer.Group.Rebalance.GroupStrategies[i] = fencing(s, f)
+		cc.Consumer.Group.Rebalance.GroupStrategies[i] = fencing(s, aborts, m.log)
 	}
 	if m.group, err = sarama.NewConsumerGroup(m.cfg.Brokers, m.topo.Group, cc); err != nil {
 		m.client.Close()
@@ -351,20 +352,20 @@ func (p *Processor) run(ctx context.Context) error {
 // could dial is a warning, not a failure: the stuck watch remains.
 func (p *Processor) listenPeers() (*peerServer, error) {
 	me := peerIdentity{group: p.topo.Group, host: p.host, incarnation: newIncarnation()}
-	srv, err := listenPeers(p.cfg.Peers.Addr, me, p.cfg.Peers.Secret, p.peers.fence.log)
+	srv, err := listenPeers(p.cfg.Peers.Addr, me, p.cfg.Peers.Secret, p.peers.log)
 	if err != nil {
 		return nil, err
 	}
 	addr, err := advertisedPeer(p.cfg.Peers.Addr, p.cfg.Peers.Advertise, srv.port(), p.cfg.Brokers)
 	if err != nil {
-		p.peers.fence.log.Warn("no liveness address to advertise: the other instances notice this one's death after "+
+		p.peers.log.Warn("no liveness address to advertise: the other instances notice this one's death after "+
 			"--fence-stuck-after", "err", err)
 		return srv, nil
 	}
 	for _, m := range p.members {
 		m.bg.strategy.Advertise(addr)
 	}
-	p.peers.fence.log.Info("listening for the liveness connections of the group's other instances", "addr", addr)
+	p.peers.log.Info("listening for the liveness connections of the group's other instances", "addr", addr)
 	return srv, nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,13 +32,13 @@ import (
 // transactions (ListTransactions, DescribeTransactions, Kafka 3.0+) and
 // fences every one of another instance that it has watched stay open,
 // unchanged, for Config.Transactions.FenceStuckAfter: an InitProducerId on its
-// transactional ID makes the coordinator abort it, as the leader's fencing
-// does. Nothing is lost or doubled either way: a fenced live member finds
-// its transaction aborted and starts over from its committed offsets, as
-// after any fencing. A transactional ID fenced here is not fenced here
-// again for stuckRefence: a live member whose transactions take longer than
-// the bound then loses at most one transaction in that time, and the
-// warning says to raise the bound.
+// transactional ID makes the coordinator abort it, the same abort as the
+// leader's (abort.go). Nothing is lost or doubled either way: a fenced live
+// member finds its transaction aborted and starts over from its committed
+// offsets, as after any fencing. A transactional ID fenced here is not
+// fenced here again for stuckRefence: a live member whose transactions take
+// longer than the bound then loses at most one transaction in that time,
+// and the warning says to raise the bound.
 //
 // A transaction's age has two lower bounds, and it is fenced once either
 // reaches the bound. One is this member's clock since its first sight of
@@ -92,13 +94,15 @@ func stuckBound(commitInterval, configured time.Duration) time.Duration {
 // stuckWatch is the Processor's watcher of stuck transactions. Its members'
 // loop claims tell it of a claim that did not move (suspect); run, owned by
 // Processor.run, asks whether records wait beyond it, and if so looks at
-// the open transactions and fences. The claims do no I/O of their own: a
-// claim's goroutine must stop at once when its session ends.
+// the open transactions and has the Processor's aborter (abort.go) fence
+// those stuck. The claims do no I/O of their own: a claim's goroutine must
+// stop at once when its session ends.
 type stuckWatch struct {
-	fence *fencer
-	topic string // the loop topic
-	wake  chan struct{}
-	track stuckTracker
+	aborter *aborter
+	log     *slog.Logger
+	topic   string // the loop topic
+	wake    chan struct{}
+	track   stuckTracker
 
 	mu       sync.Mutex
 	suspects map[int32]int64 // loop partitions that did not move: their next offset
@@ -106,9 +110,12 @@ type stuckWatch struct {
 	warned time.Time // run's last failure warning: at most one a minute
 }
 
-func newStuckWatch(f *fencer, loopTopic string, after time.Duration) *stuckWatch {
-	return &stuckWatch{fence: f, topic: loopTopic, wake: make(chan struct{}, 1), suspects: map[int32]int64{},
-		track: stuckTracker{group: f.group, own: f.name, after: after, refence: stuckRefence}}
+// newStuckWatch is the watch of loopTopic's claims that aborts, through a,
+// the transactions of other instances that stay open for after; it logs on
+// log.
+func newStuckWatch(a *aborter, log *slog.Logger, loopTopic string, after time.Duration) *stuckWatch {
+	return &stuckWatch{aborter: a, log: log, topic: loopTopic, wake: make(chan struct{}, 1), suspects: map[int32]int64{},
+		track: stuckTracker{group: a.group, own: a.name, after: after, refence: stuckRefence}}
 }
 
 // suspect tells the watch that a loop partition's next offset did not move
@@ -196,9 +203,7 @@ func (w *stuckWatch) run(ctx context.Context) {
 // connect makes the watch's client and an admin on it (closing the admin
 // closes the client).
 func (w *stuckWatch) connect() (sarama.Client, sarama.ClusterAdmin, error) {
-	conf := adminConfig(w.fence.cfg, w.fence.name)
-	conf.Version = fenceVersion
-	client, err := sarama.NewClient(w.fence.cfg.Brokers, conf)
+	client, err := w.aborter.connect()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -214,34 +219,26 @@ func (w *stuckWatch) connect() (sarama.Client, sarama.ClusterAdmin, error) {
 func (w *stuckWatch) warn(msg string, err error) {
 	if time.Since(w.warned) >= time.Minute {
 		w.warned = time.Now()
-		w.fence.log.Warn(msg, "err", err)
+		w.log.Warn(msg, "err", err)
 	}
 }
 
-// look reads the group's open transactions and fences those that are due;
+// look reads the group's open transactions and aborts those that are due;
 // next is how soon another one will be (0: none is watched).
 // With a broker down it goes on with what the others answered: a
 // transaction that broker coordinates is then not seen, so not fenced.
 func (w *stuckWatch) look(client sarama.Client, admin sarama.TransactionClusterAdmin) (next time.Duration, err error) {
-	open, err := admin.ListTransactions([]string{sarama.TransactionStateOngoing}, nil, -1)
-	if err != nil && len(open) == 0 {
-		return 0, fmt.Errorf("list transactions: %w", err)
-	}
-	if err != nil {
-		w.warn("some brokers did not list their open transactions; looking at the others'", err)
-	}
 	// Every member's, this instance's too: their start times tell the
 	// coordinators' clocks (ageFloors).
-	var ids []string
-	watched := false
-	for _, t := range open {
-		if kafkautil.MemberTxnID(w.track.group, t.TransactionalID) {
-			ids = append(ids, t.TransactionalID)
-			watched = watched || w.track.watched(t.TransactionalID)
-		}
+	ids, partial, err := w.aborter.list(client)
+	if err != nil {
+		return 0, fmt.Errorf("list transactions: %w", err)
+	}
+	if partial != nil {
+		w.warn("some brokers did not list their open transactions; looking at the others'", partial)
 	}
 	var states map[string]sarama.TransactionState
-	if watched {
+	if slices.ContainsFunc(ids, w.track.watched) {
 		if states, err = admin.DescribeTransactions(ids); err != nil && len(states) == 0 {
 			return 0, fmt.Errorf("describe transactions: %w", err)
 		}
@@ -258,21 +255,11 @@ func (w *stuckWatch) look(client sarama.Client, admin sarama.TransactionClusterA
 	})
 	fence, spared, next := w.track.due(time.Now(), states, floors)
 	for _, id := range spared {
-		w.fence.log.Warn("a transaction of this group has been open longer than --fence-stuck-after again; not fencing it "+
+		w.log.Warn("a transaction of this group has been open longer than --fence-stuck-after again; not fencing it "+
 			"again so soon: if its instance is alive, its transactions take longer than the bound, so raise --fence-stuck-after",
 			"transactionalId", id, "after", w.track.after)
 	}
-	for _, id := range fence {
-		start := time.Now()
-		if err := w.fence.fenceOne(id); err != nil {
-			w.fence.log.Warn("could not fence a stuck transaction", "transactionalId", id, "err", err)
-			continue
-		}
-		w.fence.hooks.StuckTransactionFenced()
-		w.fence.log.Warn("aborted a transaction of this group that stayed open longer than --fence-stuck-after: "+
-			"its instance is dead or stalled, and it held the partitions it wrote", "transactionalId", id,
-			"after", w.track.after, "took", time.Since(start).Round(time.Millisecond))
-	}
+	w.aborter.abort(w.log, triggerStuck, fence, "after", w.track.after)
 	return next, nil
 }
 
