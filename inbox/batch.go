@@ -11,13 +11,12 @@ import (
 	"github.com/dedupkit/dedup"
 )
 
-// batch is one runtime member's database transaction: the events it
-// processed since its last commit, which may span the end of one Kafka
-// transaction and the start of the next (a commit runs while the member
-// goes on processing). It is the dedup.Resource the member commits just
-// before each Kafka commit: everything an event did before its Kafka
-// transaction was sealed is then in a committed database transaction,
-// this one or an earlier one.
+// batch is one of a runtime member's database transactions (lanes.go):
+// the events of its lane since its last commit, which may span the end of
+// one Kafka transaction and the start of the next (a commit runs while the
+// member goes on processing). The member commits it just before each Kafka
+// commit: everything an event did before its Kafka transaction was sealed
+// is then in a committed database transaction, this one or an earlier one.
 type batch struct {
 	ib *Inbox
 	// mu lets one event at a time work in tx, and makes Commit and
@@ -33,8 +32,6 @@ type batch struct {
 	// commit, fail so that the Kafka transaction aborts.
 	broken error
 }
-
-func (ib *Inbox) newBatch() *batch { return &batch{ib: ib} }
 
 // The per-event savepoint. Releasing the previous one in the same round
 // trip as setting the next keeps the per-event statements to two besides

@@ -56,6 +56,11 @@ type Config struct {
 	// transaction committed; the rest of the time it answers "was this
 	// event processed, where and when".
 	Retention time.Duration
+	// Lanes is how many database transactions each runtime member keeps
+	// (default 1): with dedup.Concurrency above one, that many of its
+	// events do their database work side by side, each in the lane of its
+	// record key. Each lane is a connection of db's pool.
+	Lanes int
 	// SweepInterval is how often Sweeper deletes expired rows (default
 	// 1m), at most SweepBatch (default 1000) per statement.
 	SweepInterval time.Duration
@@ -78,6 +83,9 @@ func (c *Config) setDefaults() {
 	if c.SweepBatch == 0 {
 		c.SweepBatch = 1000
 	}
+	if c.Lanes == 0 {
+		c.Lanes = 1
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -92,8 +100,8 @@ func (c *Config) Validate() error {
 	if !tableName.MatchString(c.Table) {
 		errs = append(errs, fmt.Errorf("inbox: table %q: want a lower-case name (letters, digits, _), optionally schema-qualified", c.Table))
 	}
-	if c.Retention < 0 || c.SweepInterval < 0 || c.SweepBatch < 0 {
-		errs = append(errs, errors.New("inbox: retention and sweep must not be negative"))
+	if c.Retention < 0 || c.SweepInterval < 0 || c.SweepBatch < 0 || c.Lanes < 0 {
+		errs = append(errs, errors.New("inbox: retention, sweep and lanes must not be negative"))
 	}
 	return errors.Join(errs...)
 }
@@ -141,15 +149,16 @@ type Func func(ctx context.Context, tx *Tx, ev *dedup.Event) ([]dedup.Message, e
 
 // Handler wraps fn into a dedup.Handler whose database work is applied
 // exactly once with the event's Kafka outputs. One runtime member's events
-// run their database work one at a time, in the member's transaction; the
-// members of an instance and the instances of the group each have their own.
+// run their database work one at a time in each of its Config.Lanes
+// transactions; the members of an instance and the instances of the group
+// each have their own.
 func (ib *Inbox) Handler(fn Func) dedup.Handler {
 	return dedup.HandlerFunc(func(ctx context.Context, ev *dedup.Event) ([]dedup.Message, error) {
-		r, err := dedup.JoinResource(ctx, ib, func() (dedup.Resource, error) { return ib.newBatch(), nil })
+		r, err := dedup.JoinResource(ctx, ib, func() (dedup.Resource, error) { return ib.newLanes(), nil })
 		if err != nil {
 			return nil, fmt.Errorf("inbox: %w", err)
 		}
-		return r.(*batch).handle(ctx, ev, fn)
+		return r.(*lanes).of(ev).handle(ctx, ev, fn)
 	})
 }
 

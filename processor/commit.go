@@ -262,6 +262,11 @@ func (m *member) commitTxn(sess sarama.ConsumerGroupSession, pc *pendingCommit) 
 	if err := m.tx.producer.CommitTxn(); err != nil {
 		return fmt.Errorf("commit transaction: %w", err)
 	}
+	if m.cfg.internal.afterCommit != nil {
+		if err := m.cfg.internal.afterCommit(); err != nil {
+			return &crash{err}
+		}
+	}
 	return nil
 }
 

@@ -143,9 +143,9 @@ type HealthBounds struct {
 
 // wiring is what New works out for the members from the Config.
 type wiring struct {
-	// beforeCommit and afterResources are a test's fault points
-	// (internal/faults).
-	beforeCommit, afterResources func() error
+	// beforeCommit, afterResources and afterCommit are a test's fault
+	// points (internal/faults).
+	beforeCommit, afterResources, afterCommit func() error
 	// secure sets Security on each client config (loaded once by New).
 	secure func(*sarama.Config)
 	// maxRecord is the producer's largest record (recordLimit).

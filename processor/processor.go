@@ -89,6 +89,7 @@ func newProcessor(ctx context.Context, cfg Config, topo *dedup.Topology) (*Proce
 	// Validated above: Load fails only on a file that vanished since.
 	cfg.internal.beforeCommit = faults.BeforeCommit(ctx)
 	cfg.internal.afterResources = faults.AfterResources(ctx)
+	cfg.internal.afterCommit = faults.AfterCommit(ctx)
 	secure, err := cfg.Security.load()
 	if err != nil {
 		return nil, err

@@ -37,3 +37,19 @@ func AfterResources(ctx context.Context) func() error {
 	fn, _ := ctx.Value(afterResourcesKey{}).(func() error)
 	return fn
 }
+
+type afterCommitKey struct{}
+
+// WithAfterCommit returns ctx carrying fn. The exactly-once processor calls
+// it once a transaction committed in Kafka, before the stores take it: a
+// crash there must lose nothing, whatever the transaction held. An error
+// makes the member stop dead there.
+func WithAfterCommit(ctx context.Context, fn func() error) context.Context {
+	return context.WithValue(ctx, afterCommitKey{}, fn)
+}
+
+// AfterCommit is the fn ctx carries, or nil.
+func AfterCommit(ctx context.Context) func() error {
+	fn, _ := ctx.Value(afterCommitKey{}).(func() error)
+	return fn
+}
