@@ -134,9 +134,23 @@ func New(db *sql.DB, cfg Config) (*Inbox, error) {
 // DDL is the inbox table's definition, for a migration of your own.
 func (ib *Inbox) DDL() string { return ib.sql.ddl }
 
-// CreateTable creates the inbox table and its index when missing.
+// CreateTable creates the inbox table and its index when missing. Instances
+// that start together take turns: PostgreSQL's CREATE TABLE IF NOT EXISTS
+// fails, rather than waits, when another session creates the same table at
+// that moment.
 func (ib *Inbox) CreateTable(ctx context.Context) error {
-	if _, err := ib.db.ExecContext(ctx, ib.sql.ddl); err != nil {
+	tx, err := ib.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("inbox: create table %s: %w", ib.cfg.Table, err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "dedup_inbox "+ib.cfg.Table); err != nil {
+		return fmt.Errorf("inbox: create table %s: %w", ib.cfg.Table, err)
+	}
+	if _, err := tx.ExecContext(ctx, ib.sql.ddl); err != nil {
+		return fmt.Errorf("inbox: create table %s: %w", ib.cfg.Table, err)
+	}
+	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("inbox: create table %s: %w", ib.cfg.Table, err)
 	}
 	return nil

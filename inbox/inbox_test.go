@@ -409,3 +409,22 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Instances that start together create the table once, without failing.
+func TestCreateTableConcurrently(t *testing.T) {
+	f := newFixture(t)
+	table := f.ledger[:len(f.ledger)-len("_ledger")] + "_inbox"
+	f.exec("DROP TABLE " + table)
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() { errs <- f.ib.CreateTable(context.Background()) }()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.count("SELECT count(*) FROM " + table); n != 0 {
+		t.Fatalf("%d rows in a new table", n)
+	}
+}

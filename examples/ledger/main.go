@@ -102,8 +102,8 @@ func run(ctx context.Context, cfg config) error {
 	if err := ib.CreateTable(ctx); err != nil {
 		return err
 	}
-	if _, err := db.ExecContext(ctx, debit.Schema); err != nil {
-		return fmt.Errorf("create the ledger's tables: %w", err)
+	if err := debit.CreateTables(ctx, db); err != nil {
+		return err
 	}
 	top, err := debit.Topology(cfg.group, cfg.input, cfg.output, ib)
 	if err != nil {

@@ -70,7 +70,7 @@ func run(ctx context.Context, log *slog.Logger, brokers []string, stateDir, inst
 	if err := ib.CreateTable(ctx); err != nil {
 		return err
 	}
-	if _, err := db.ExecContext(ctx, debit.Schema); err != nil {
+	if err := debit.CreateTables(ctx, db); err != nil {
 		return err
 	}
 	counts := filepath.Join(stateDir, fmt.Sprintf("inbox-counts-%d", os.Getpid()))

@@ -5,6 +5,7 @@ package debit
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,25 @@ CREATE TABLE IF NOT EXISTS debits (
   amount     bigint      NOT NULL,
   debited_at timestamptz NOT NULL DEFAULT now()
 );`
+
+// CreateTables creates the tables of Schema when missing. Instances that
+// start together take turns (an advisory lock): PostgreSQL's CREATE TABLE IF
+// NOT EXISTS fails, rather than waits, when another session creates the same
+// table at that moment.
+func CreateTables(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('ledger schema'))`); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, Schema); err != nil {
+		return fmt.Errorf("create the ledger's tables: %w", err)
+	}
+	return tx.Commit()
+}
 
 // Payment is a PaymentRequested event's payload.
 type Payment struct {
