@@ -110,7 +110,7 @@ func (d docData) CommitShare(name string) string {
 // median run.
 func (d docData) InboxTimes(name string) string {
 	if s := d.sum(name); s != nil && s.Inbox.Events > 0 {
-		return inboxTimesText(s.Inbox)
+		return strings.TrimPrefix(inboxTimesText(s.Inbox), "database: ")
 	}
 	return "n/a"
 }
