@@ -63,7 +63,7 @@ func TestSmoke(t *testing.T) {
 	skip := map[contenders.Kind]bool{}
 	if err := harness.CheckServices(ctx, cfg.InstallServices, func(s string) { t.Log(strings.TrimSpace(s)) }); err != nil {
 		skipped = append(skipped, "the Redis and PostgreSQL contenders: "+err.Error())
-		skip[contenders.Redis], skip[contenders.Postgres] = true, true
+		skip[contenders.Redis], skip[contenders.Postgres], skip[contenders.PostgresInbox] = true, true, true
 	}
 	if _, _, _, err := contenders.CheckKStreams(); err != nil {
 		skipped = append(skipped, "the Kafka Streams contenders: "+err.Error())

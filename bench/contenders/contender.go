@@ -3,8 +3,10 @@
 // a raw pipe with no state (the ceiling), by the same pipe in Kafka
 // transactions (what transactions cost), by this project's worker in
 // its two runtimes, and by the two patterns it replaces, Redis SET NX and a
-// processed_messages table in PostgreSQL. Each one runs in its own process
-// (see Main) so the harness can read its CPU time and peak RSS from /proc.
+// processed_messages table in PostgreSQL; and, with the PostgreSQL pattern's
+// business upsert as its handler's database work, by the worker with package
+// inbox (postgres-inbox). Each one runs in its own process (see Main) so the
+// harness can read its CPU time and peak RSS from /proc.
 package contenders
 
 import (
@@ -27,7 +29,11 @@ const (
 	AtLeast  Kind = "alo"      // this worker, atleastonce.New (goka)
 	Redis    Kind = "redis"    // SET key NX EX ttl before the handler
 	Postgres Kind = "postgres" // processed_messages + business upsert per transaction
-	KStreams Kind = "kstreams" // the same job as a Kafka Streams application (bench/kstreams)
+	// PostgresInbox is this worker (exactly-once) with package inbox's
+	// handler doing postgres's business upsert in PostgreSQL: one database
+	// transaction per member per Kafka transaction.
+	PostgresInbox Kind = "postgres-inbox"
+	KStreams      Kind = "kstreams" // the same job as a Kafka Streams application (bench/kstreams)
 	// Parallel is Confluent's Parallel Consumer in its transactional mode
 	// (bench/kstreams's ParallelSleep): the slow-handler benchmark's sleeping
 	// forward, no dedup state.
@@ -35,7 +41,7 @@ const (
 )
 
 // Kinds lists every kind.
-var Kinds = []Kind{Raw, TxnPipe, Exactly, AtLeast, Redis, Postgres, KStreams, Parallel}
+var Kinds = []Kind{Raw, TxnPipe, Exactly, AtLeast, Redis, Postgres, PostgresInbox, KStreams, Parallel}
 
 // Config is one contender process's job.
 type Config struct {
@@ -44,16 +50,18 @@ type Config struct {
 	Input   string
 	Output  string
 	Group   string // consumer group; also the Redis key prefix and consumer_name
-	// StateDir holds the worker's LevelDB tables (eos, alo).
+	// StateDir holds the worker's LevelDB tables (eos, alo, postgres-inbox).
 	StateDir string
-	// CommitInterval: the worker's transaction (eos) or offset commit (alo,
-	// raw, redis, postgres) interval.
+	// CommitInterval: the worker's transaction (eos, postgres-inbox) or
+	// offset commit (alo, raw, redis, postgres) interval.
 	CommitInterval time.Duration
-	// Rekey is the worker's --rekey policy (eos); "" is the default, always.
+	// Rekey is the worker's --rekey policy (eos, postgres-inbox); "" is the
+	// default, always.
 	// For kstreams, never is the "local" mode and anything else "repartition".
 	Rekey string
-	// Threads is the worker's --threads (eos) or num.stream.threads
-	// (kstreams); 0 is the default, 1.
+	// Threads is the worker's --threads (eos, postgres-inbox: members, each
+	// with its own database transaction) or num.stream.threads (kstreams);
+	// 0 is the default, 1.
 	Threads int
 	// InstanceID is the static group member's identity: the worker's
 	// --instance-id (eos; also its transactional identity; "" is the one
@@ -77,13 +85,16 @@ type Config struct {
 	Changelog   string
 	RedisAddr   string
 	RedisTTL    time.Duration // the SET NX expiry
-	PostgresDSN string
+	PostgresDSN string        // postgres, postgres-inbox
 	Logger      *slog.Logger
 	// Hooks (eos only) receives the runtime's events (restore progress).
 	Hooks []processor.Hook
 	// Leave (eos only), once closed, makes the worker stop for good: it
 	// leaves the group after its last commit (SIGUSR1 in Main).
 	Leave <-chan struct{}
+	// InboxStats (postgres-inbox only), unless nil, gets the process's
+	// database times when the worker has stopped.
+	InboxStats func(InboxStats)
 }
 
 // Validate reports a config that cannot run.
@@ -106,7 +117,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("sleep and concurrency must not be negative"))
 	}
 	switch c.Kind {
-	case Exactly, AtLeast, KStreams, Parallel:
+	case Exactly, AtLeast, KStreams, Parallel, PostgresInbox:
 		if c.StateDir == "" {
 			errs = append(errs, errors.New("state dir is required for the worker and Kafka Streams"))
 		}
@@ -114,7 +125,9 @@ func (c *Config) Validate() error {
 		if c.RedisAddr == "" || c.RedisTTL <= 0 {
 			errs = append(errs, errors.New("redis address and a positive TTL are required"))
 		}
-	case Postgres:
+	}
+	switch c.Kind {
+	case Postgres, PostgresInbox:
 		if c.PostgresDSN == "" {
 			errs = append(errs, errors.New("postgres DSN is required"))
 		}
@@ -133,7 +146,7 @@ func Run(ctx context.Context, cfg Config, ready func()) error {
 		return fmt.Errorf("contender: %w", err)
 	}
 	switch cfg.Kind {
-	case Exactly, AtLeast:
+	case Exactly, AtLeast, PostgresInbox:
 		return runWorker(ctx, cfg, ready)
 	case Raw:
 		return runPipe(ctx, cfg, passThrough{}, ready)

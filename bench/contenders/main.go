@@ -27,6 +27,10 @@ const (
 	// LineCommits is written at exit (eos): COMMITS <transactions> <seconds
 	// the processing loop spent committing> <records produced in them>.
 	LineCommits = "COMMITS"
+	// LineInbox is written at exit (postgres-inbox): INBOX <events> <seconds
+	// in the inbox's handler> <of them in the upsert> <database commits>
+	// <seconds in them>, summed over the members (InboxStats).
+	LineInbox = "INBOX"
 )
 
 // Main is the entry point of a contender process: `contender -kind K ...`.
@@ -44,15 +48,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		standbyFile string
 		memRatio    float64
 	)
-	fs.StringVar(&kind, "kind", "", "raw, txn, eos, alo, redis, postgres, kstreams or parallel")
+	fs.StringVar(&kind, "kind", "", "raw, txn, eos, alo, redis, postgres, postgres-inbox, kstreams or parallel")
 	fs.StringVar(&brokers, "brokers", "", "comma-separated bootstrap brokers")
 	fs.StringVar(&cfg.Input, "input", "", "input topic")
 	fs.StringVar(&cfg.Output, "output", "", "output topic")
 	fs.StringVar(&cfg.Group, "group", "", "consumer group")
-	fs.StringVar(&cfg.StateDir, "state-dir", "", "worker state dir (eos, alo)")
+	fs.StringVar(&cfg.StateDir, "state-dir", "", "worker state dir (eos, alo, postgres-inbox)")
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "transaction / offset commit interval")
-	fs.IntVar(&cfg.Threads, "threads", 0, "worker --threads (eos), num.stream.threads (kstreams)")
-	fs.StringVar(&cfg.Rekey, "rekey", "", "worker --rekey policy (eos): always or never; kstreams: never is the local mode")
+	fs.IntVar(&cfg.Threads, "threads", 0, "worker --threads (eos, postgres-inbox), num.stream.threads (kstreams)")
+	fs.StringVar(&cfg.Rekey, "rekey", "", "worker --rekey policy (eos, postgres-inbox): always or never; kstreams: never is the local mode")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "group session timeout (eos: 0 is 10s; kstreams: session.timeout.ms, 0 is 45s)")
 	fs.IntVar(&cfg.StandbyReplicas, "standby-replicas", 0, "eos: --standby-replicas; kstreams: num.standby.replicas")
 	fs.StringVar(&cfg.InstanceID, "group-instance-id", "", "static member identity: worker --instance-id (eos), group.instance.id (kstreams)")
@@ -99,6 +103,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	out := &lockedWriter{w: stdout}
 	hooks := &restoreHooks{}
 	cfg.Hooks = []processor.Hook{hooks}
+	cfg.InboxStats = func(s InboxStats) {
+		out.printf("%s %d %.6f %.6f %d %.6f\n", LineInbox, s.Events, s.HandleSeconds, s.UpsertSeconds, s.Commits, s.CommitSeconds)
+	}
 	if standbyFile != "" && cfg.Kind == Exactly && cfg.StandbyReplicas > 0 {
 		st, err := newStandbyStatus(standbyFile)
 		if err != nil {

@@ -33,8 +33,9 @@ CREATE TABLE IF NOT EXISTS order_totals (
   updated_at    timestamp NOT NULL
 );`
 
-// ResetSQL empties both tables between runs.
-const ResetSQL = `TRUNCATE processed_messages, order_totals`
+// ResetSQL empties the tables between runs: both of the seed document's and
+// the postgres-inbox contender's inbox.
+const ResetSQL = `TRUNCATE processed_messages, order_totals, ` + InboxTable
 
 const (
 	insertProcessed = `INSERT INTO processed_messages
@@ -107,8 +108,19 @@ func (s *postgresStage) Process(ctx context.Context, msg *sarama.ConsumerMessage
 
 func (s *postgresStage) Close() error { s.pool.Close(); return nil }
 
-// EnsureSchema creates the tables; Reset empties them.
-func EnsureSchema(ctx context.Context, dsn string) error { return execOnce(ctx, dsn, Schema) }
+// EnsureSchema creates the tables, the inbox's (package inbox's DDL) too;
+// Reset empties them.
+func EnsureSchema(ctx context.Context, dsn string) error {
+	if err := execOnce(ctx, dsn, Schema); err != nil {
+		return err
+	}
+	db, ib, err := openInbox(dsn, "bench", 1, nil)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return ib.CreateTable(ctx)
+}
 
 // Reset empties the tables between runs.
 func Reset(ctx context.Context, dsn string) error { return execOnce(ctx, dsn, ResetSQL) }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/internal/atleastonce"
 	"github.com/dedupkit/dedup/processor"
@@ -58,13 +60,27 @@ const PeerSecretEnv = "DEDUP_PEER_SECRET"
 
 // runWorker runs this project's worker in-process, exactly as the binary's
 // `run` command wires it (without the HTTP endpoint and Prometheus metrics).
+// For postgres-inbox it is the exactly-once worker with inboxHandler in
+// place of the forward handler.
 func runWorker(ctx context.Context, cfg Config, ready func()) error {
 	topo := Topology(cfg)
+	if cfg.Kind == PostgresInbox {
+		times := &inboxTimes{reg: prometheus.NewRegistry()}
+		db, ib, err := openInbox(cfg.PostgresDSN, cfg.Group, max(cfg.Threads, 1), times.reg)
+		if err != nil {
+			return fmt.Errorf("inbox: %w", err)
+		}
+		defer db.Close()
+		topo.Handler = inboxHandler(ib, times)
+		if cfg.InboxStats != nil {
+			defer func() { cfg.InboxStats(times.stats()) }()
+		}
+	}
 	var (
 		w   readier
 		err error
 	)
-	if cfg.Kind == Exactly {
+	if cfg.Kind == Exactly || cfg.Kind == PostgresInbox {
 		pc := processor.Config{Brokers: cfg.Brokers, StateDir: cfg.StateDir,
 			Threads: cfg.Threads, InstanceID: cfg.InstanceID,
 			Transactions: processor.Transactions{CommitInterval: cfg.CommitInterval},

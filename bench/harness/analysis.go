@@ -106,6 +106,15 @@ func (d docData) CommitShare(name string) string {
 	return fmt.Sprintf("%.0f%% (%d transactions of %.0f records on average)", 100*total/secs, n, float64(recs)/float64(n))
 }
 
+// InboxTimes is where an inbox contender's database time went in its
+// median run.
+func (d docData) InboxTimes(name string) string {
+	if s := d.sum(name); s != nil && s.Inbox.Events > 0 {
+		return strings.TrimPrefix(inboxTimesText(s.Inbox), "database: ")
+	}
+	return "n/a"
+}
+
 // RestoreRate is the measured restore rate.
 func (d docData) RestoreRate() string {
 	if rs := d.r.Restore; rs != nil && rs.Rate > 0 {

@@ -28,6 +28,8 @@ type child struct {
 	commits       int
 	commitSeconds float64
 	commitRecords int
+	// inbox: from the INBOX line (postgres-inbox), set before done is sent.
+	inbox contenders.InboxStats
 }
 
 // startChild runs `Exe ExeArgs... contender args...`, in the memory cgroup
@@ -68,6 +70,12 @@ func (h *harness) startChild(name string, args []string, logPath string, cg *mem
 				c.commits, _ = strconv.Atoi(f[1])
 				c.commitSeconds, _ = strconv.ParseFloat(f[2], 64)
 				c.commitRecords, _ = strconv.Atoi(f[3])
+			case len(f) == 6 && f[0] == contenders.LineInbox:
+				c.inbox.Events, _ = strconv.ParseInt(f[1], 10, 64)
+				c.inbox.HandleSeconds, _ = strconv.ParseFloat(f[2], 64)
+				c.inbox.UpsertSeconds, _ = strconv.ParseFloat(f[3], 64)
+				c.inbox.Commits, _ = strconv.ParseUint(f[4], 10, 64)
+				c.inbox.CommitSeconds, _ = strconv.ParseFloat(f[5], 64)
 			case len(f) == 1 && f[0] == contenders.LineReady && !readyClosed:
 				readyClosed = true
 				close(c.ready)

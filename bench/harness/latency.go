@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/dedupkit/dedup/bench/loadgen"
@@ -121,6 +122,9 @@ func (h *harness) latencyRun(ctx context.Context, ct Contender) LatencyResult {
 	}
 	w.Stop()
 	lr.Correct = w.Correctness()
+	if msg := h.checkDatabase(ctx, ct, group, plan.Distinct(), &lr.Correct); msg != "" {
+		lr.Err = strings.TrimPrefix(lr.Err+"; "+msg, "; ")
+	}
 	lr.Latencies = w.Latencies()
 	h.cfg.logf("%-20s latency: p50 %v p99 %v max %v (%d samples)", ct.Name, lr.Percentile(0.5), lr.Percentile(0.99),
 		lr.Percentile(1), len(lr.Latencies))

@@ -51,7 +51,10 @@ type RunResult struct {
 	Commits       int
 	CommitSeconds float64
 	CommitRecords int
-	Err           string
+	// Inbox (postgres-inbox only): the database time of the process's life,
+	// summed over its members.
+	Inbox contenders.InboxStats
+	Err   string
 }
 
 // LatencyResult is one latency run: a fixed offered load.
@@ -162,7 +165,7 @@ func (h *harness) startServices(ctx context.Context, rep *Report) error {
 	var needRedis, needPG bool
 	for _, ct := range h.cfg.selected() {
 		needRedis = needRedis || ct.Kind == contenders.Redis
-		needPG = needPG || ct.Kind == contenders.Postgres
+		needPG = needPG || ct.usesPostgres()
 	}
 	if !needRedis && !needPG {
 		return nil
@@ -299,6 +302,9 @@ func (h *harness) throughput(ctx context.Context, rep *Report) error {
 			if r.Commits > 0 && r.Seconds > 0 {
 				txn = fmt.Sprintf("  %d txns, %.0f%% in commit", r.Commits, 100*r.CommitSeconds/r.Seconds)
 			}
+			if in := r.Inbox; in.Events > 0 {
+				txn += "  " + inboxTimesText(in)
+			}
 			h.cfg.logf("%-20s run %d: %8.0f events/s  %6.1fs  cpu %.1fs  rss %s  outputs %d dup %d missing %d%s %s",
 				ct.Name, run, r.Throughput, r.Seconds, r.CPU, mib(r.PeakRSS), r.Correct.Outputs, r.Correct.Duplicates, r.Correct.Missing, txn, r.Err)
 			rep.Runs = append(rep.Runs, r)
@@ -347,7 +353,7 @@ func (h *harness) prepare(ctx context.Context, ct Contender, tag string) (group,
 	// (as a deployment would have them) keeps a just-created topic without a
 	// leader out of the measurement.
 	topics := []topicSpec{{output, nil}}
-	if ct.Kind == contenders.Exactly || ct.Kind == contenders.AtLeast {
+	if ct.Kind == contenders.Exactly || ct.Kind == contenders.AtLeast || ct.Kind == contenders.PostgresInbox {
 		topics = append(topics, topicSpec{group + "-table", tableTopicConfig}, topicSpec{group + "-loop", nil},
 			topicSpec{group + "-dlq", nil})
 	}
@@ -429,8 +435,12 @@ func (h *harness) throughputRunWith(ctx context.Context, ct Contender, run int, 
 		r.Err = stopErr.Error()
 	}
 	r.Commits, r.CommitSeconds, r.CommitRecords = c.commits, c.commitSeconds, c.commitRecords
+	r.Inbox = c.inbox
 	w.Stop()
 	r.Correct = w.Correctness()
+	if msg := h.checkDatabase(ctx, ct, group, plan.Distinct(), &r.Correct); msg != "" {
+		r.Err = strings.TrimPrefix(r.Err+"; "+msg, "; ")
+	}
 	r.Seconds = end.Sub(t0).Seconds()
 	if r.Seconds > 0 {
 		r.Throughput = float64(plan.Len()) / r.Seconds
@@ -445,6 +455,43 @@ func (h *harness) throughputRunWith(ctx context.Context, ct Contender, run int, 
 	r.RedisCPU = cpu1.redis.Sub(cpu0.redis).Total()
 	r.PostgresCPU = cpu1.postgres.Sub(cpu0.postgres).Total()
 	return r
+}
+
+// checkDatabase is the postgres-inbox contender's exactness check in the
+// database, after its process stopped: order_totals must have counted every
+// distinct event once and the inbox must hold one row per distinct event.
+// Events either counts short of distinct are added to c's missing, events
+// beyond it to its duplicates (the larger of the watcher's and the
+// database's figure is kept, as both count the same events); a mismatch is
+// also returned as a message, "" when all is well or for other contenders.
+func (h *harness) checkDatabase(ctx context.Context, ct Contender, group string, distinct int, c *watch.Correctness) string {
+	if ct.Kind != contenders.PostgresInbox || h.postgres == nil {
+		return ""
+	}
+	got, err := contenders.CheckInbox(ctx, h.postgres.DSN, group)
+	if err != nil {
+		return "database check: " + err.Error()
+	}
+	var missing, dups int
+	for _, n := range []int64{got.OrderEvents, got.InboxRows} {
+		missing = max(missing, distinct-int(n))
+		dups = max(dups, int(n)-distinct)
+	}
+	if missing == 0 && dups == 0 {
+		return ""
+	}
+	c.Missing, c.Duplicates = max(c.Missing, missing), max(c.Duplicates, dups)
+	return fmt.Sprintf("database: order_totals counted %d events and the inbox holds %d rows, for %d distinct events",
+		got.OrderEvents, got.InboxRows, distinct)
+}
+
+// inboxTimesText is where the inbox contender's database time went, per
+// event and per commit (over the process's life, all members together).
+func inboxTimesText(in contenders.InboxStats) string {
+	perEvent := func(sec float64) float64 { return 1e6 * sec / float64(max(in.Events, 1)) }
+	return fmt.Sprintf("database: %.0f µs/event in the inbox handler (upsert %.0f, savepoint + claim + waits for a commit %.0f), %d commits of %.1f ms (%.0f µs/event)",
+		perEvent(in.HandleSeconds), perEvent(in.UpsertSeconds), perEvent(in.HandleSeconds-in.UpsertSeconds),
+		in.Commits, 1e3*in.CommitSeconds/float64(max(in.Commits, 1)), perEvent(in.CommitSeconds))
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/dedupkit/dedup/bench/contenders"
 )
 
 // Summary is one contender's figures over its runs.
@@ -27,8 +29,10 @@ type Summary struct {
 	Expected                    int
 	Duplicates, Missing         int // summed over all runs
 	InputDupsPassed             int // raw pipe: input duplicates forwarded (median run)
-	Latency                     *LatencyResult
-	Failed                      int // runs with an error
+	// Inbox: the database times of the median run (postgres-inbox).
+	Inbox   contenders.InboxStats
+	Latency *LatencyResult
+	Failed  int // runs with an error
 }
 
 // Summaries aggregates the report per contender, in line-up order.
@@ -64,6 +68,7 @@ func (r *Report) Summaries() []Summary {
 			}
 			s.Outputs, s.Expected = med.Correct.Outputs, med.Correct.Expected
 			s.InputDupsPassed = med.Correct.InputDuplicatesPassed
+			s.Inbox = med.Inbox
 		}
 		for i := range r.Latency {
 			if r.Latency[i].Contender == ct.Name {
@@ -128,6 +133,11 @@ func (r *Report) PrintTable(w io.Writer) {
 			mib(h.RSSAfter), mib(h.PeakRSS), mib(h.StateBytes), mibOrUnknown(h.ChangelogBytes), h.Err)
 	}
 	r.printKStreams(func(format string, args ...any) { fmt.Fprintf(w, format, args...) })
+	for _, s := range sums {
+		if s.Inbox.Events > 0 {
+			fmt.Fprintf(w, "%s (median run): %s\n", s.Contender.Name, inboxTimesText(s.Inbox))
+		}
+	}
 	for _, t := range r.Targets() {
 		fmt.Fprintf(w, "target %-4s %s: %s\n", t.Status, t.Name, t.Got)
 	}
@@ -171,7 +181,8 @@ type Target struct {
 
 // Targets judges the targets: exactly-once at 100 ms with the
 // defaults (--rekey=always, one thread), and the throughput ratios again with
-// --rekey=never, and with --rekey=never and two threads (members).
+// --rekey=never, and with --rekey=never and two threads (members); and the
+// inbox contender against the per-event PostgreSQL pattern it replaces.
 func (r *Report) Targets() []Target {
 	sums := r.Summaries()
 	eos := find(sums, "exactly-once-100ms")
@@ -182,7 +193,24 @@ func (r *Report) Targets() []Target {
 	if best := find(sums, "exactly-once-100ms-norekey-2t"); best != nil {
 		out = append(out, r.ratios(sums, best, " (--rekey=never --threads 2)")...)
 	}
+	out = append(out, inboxTarget(sums))
 	return append(out, r.stateTargets(eos)...)
+}
+
+// inboxTarget is the inbox contender's throughput as a multiple of
+// postgres-processed's: the same business job in the same database, batched
+// per Kafka transaction instead of one database transaction per event.
+func inboxTarget(sums []Summary) Target {
+	const want = 5
+	t := Target{Name: fmt.Sprintf("postgres-inbox >= %dx postgres-processed", want), Status: "n/a", Got: "not measured"}
+	in, per := find(sums, "postgres-inbox"), find(sums, "postgres-processed")
+	if in == nil || per == nil || per.Throughput == 0 {
+		return t
+	}
+	got := in.Throughput / per.Throughput
+	t.Got = fmt.Sprintf("%.2fx postgres-processed (%.0f vs %.0f events/s)", got, in.Throughput, per.Throughput)
+	t.Status = status(got >= want)
+	return t
 }
 
 // ratios are the throughput targets of one exactly-once row.
