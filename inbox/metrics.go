@@ -20,7 +20,7 @@ func newMetrics(reg prometheus.Registerer, group string) (*metrics, error) {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels})
 	}
 	m := &metrics{
-		first:     counter("dedup_inbox_first_processed_total", "Events whose database work the inbox applied."),
+		first:     counter("dedup_inbox_first_processed_total", "Events whose database work ran: first claims (an attempt whose transaction then rolled back counts too)."),
 		held:      counter("dedup_inbox_held_total", "Events answered from the inbox: an earlier attempt committed their database work, but not their Kafka transaction."),
 		conflicts: counter("dedup_inbox_conflicts_total", "Events another transaction committed while this one claimed them (two attempts raced)."),
 		swept:     counter("dedup_inbox_swept_total", "Expired inbox rows deleted."),
