@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -44,7 +45,14 @@ type exampleProc struct {
 
 func startExample(t *testing.T, bin string, args ...string) *exampleProc {
 	t.Helper()
+	return startExampleEnv(t, bin, nil, args...)
+}
+
+// startExampleEnv is startExample with env added to the environment.
+func startExampleEnv(t *testing.T, bin string, env []string, args ...string) *exampleProc {
+	t.Helper()
 	p := &exampleProc{cmd: exec.Command(bin, args...), logs: &syncBuffer{}, exited: make(chan error, 1)}
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

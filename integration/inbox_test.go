@@ -229,7 +229,7 @@ func TestInboxSurvivesSIGKILLs(t *testing.T) {
 		case selfKill:
 			env = append(env, fmt.Sprintf("INBOXWORKER_KILL_AFTER_COMMIT=%d", 2+r.IntN(3)))
 		}
-		p := startInboxWorker(t, bin, env, args...)
+		p := startExampleEnv(t, bin, env, args...)
 		switch {
 		case i == kills:
 			for _, topic := range []string{e.input, group + "-loop"} {
@@ -254,7 +254,7 @@ func TestInboxSurvivesSIGKILLs(t *testing.T) {
 				t.Logf("start %d: killed itself right after the Kafka commit", i+1)
 			}
 		default:
-			at := s.awaitPartlyCommitted(t, ctx, &p.exampleProc, s.committed(t, ends), ends)
+			at := s.awaitPartlyCommitted(t, ctx, p, s.committed(t, ends), ends)
 			// A little further in: the kill lands in a transaction's
 			// processing or its commit, wherever that is.
 			time.Sleep(time.Duration(r.IntN(300)) * time.Millisecond)
@@ -294,21 +294,21 @@ func TestInboxZombie(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := exampleKills{brokers: e.brokers, group: group, input: e.input}
-	a := startInboxWorker(t, bin, append(env, "INBOXWORKER_PAUSE_FILE="+pause),
+	a := startExampleEnv(t, bin, append(env, "INBOXWORKER_PAUSE_FILE="+pause),
 		append(base, "--state-dir", stateA, "--instance-id", "a")...)
-	s.awaitPartlyCommitted(t, ctx, &a.exampleProc, s.committed(t, ends), ends)
+	s.awaitPartlyCommitted(t, ctx, a, s.committed(t, ends), ends)
 	if err := os.WriteFile(pause, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, ctx, "the first instance to stop inside its transaction", func() bool {
+	until(t, time.Minute, "the first instance to stop inside its transaction", func() bool {
 		_, err := os.Stat(pause + ".paused")
 		return err == nil
 	})
 	defer a.cmd.Process.Signal(syscall.SIGCONT) // so that the cleanup's kill ends it
 
 	produceBatch(t, e.brokers, e.input, chunks[1])
-	b := startInboxWorker(t, bin, env, append(base, "--state-dir", stateB, "--instance-id", "b")...)
-	waitUntil(t, ctx, "the second instance to wait for the first one's locked rows", func() bool {
+	b := startExampleEnv(t, bin, env, append(base, "--state-dir", stateB, "--instance-id", "b")...)
+	until(t, time.Minute, "the second instance to wait for the first one's locked rows", func() bool {
 		var waiting int
 		db.QueryRowContext(ctx, "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database "+
 			"WHERE NOT l.granted AND d.datname = current_database()").Scan(&waiting)
@@ -330,32 +330,4 @@ func TestInboxZombie(t *testing.T) {
 	t.Logf("inbox: first instance %v first processed, %v conflicts; second %v first processed, %v answered from the inbox, %v conflicts",
 		ca["dedup_inbox_first_processed_total"], ca["dedup_inbox_conflicts_total"],
 		cb["dedup_inbox_first_processed_total"], cb["dedup_inbox_held_total"], cb["dedup_inbox_conflicts_total"])
-}
-
-// inboxWorker is an inboxworker process.
-type inboxWorker struct{ exampleProc }
-
-func startInboxWorker(t *testing.T, bin string, env []string, args ...string) *inboxWorker {
-	t.Helper()
-	p := &inboxWorker{exampleProc{cmd: exec.Command(bin, args...), logs: &syncBuffer{}, exited: make(chan error, 1)}}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.exited <- p.cmd.Wait() }()
-	t.Cleanup(p.kill)
-	return p
-}
-
-// waitUntil polls cond, a state of another process, until it holds.
-func waitUntil(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }

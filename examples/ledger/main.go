@@ -12,7 +12,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,8 +21,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-
-	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/dedupkit/dedup/examples/ledger/debit"
 	"github.com/dedupkit/dedup/inbox"
@@ -90,22 +87,12 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 
 // run runs the service until ctx ends.
 func run(ctx context.Context, cfg config) error {
-	db, err := sql.Open("pgx", cfg.dsn)
+	db, ib, err := debit.Open(ctx, cfg.dsn, inbox.Config{Group: cfg.group, Logger: cfg.log})
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	ib, err := inbox.New(db, inbox.Config{Group: cfg.group, Logger: cfg.log})
-	if err != nil {
-		return err
-	}
-	if err := ib.CreateTable(ctx); err != nil {
-		return err
-	}
-	if err := debit.CreateTables(ctx, db); err != nil {
-		return err
-	}
-	top, err := debit.Topology(cfg.group, cfg.input, cfg.output, ib)
+	top, err := debit.Topology(cfg.group, cfg.input, cfg.output, debit.Handler(ib, cfg.output))
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,7 +28,6 @@ import (
 	"syscall"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupkit/dedup"
@@ -57,25 +55,14 @@ func main() {
 }
 
 func run(ctx context.Context, log *slog.Logger, brokers []string, stateDir, instance, group, input, output string) error {
-	db, err := sql.Open("pgx", os.Getenv("INBOXWORKER_DSN"))
+	reg := prometheus.NewRegistry()
+	db, ib, err := debit.Open(ctx, os.Getenv("INBOXWORKER_DSN"), inbox.Config{Group: group, Registerer: reg, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	reg := prometheus.NewRegistry()
-	ib, err := inbox.New(db, inbox.Config{Group: group, Registerer: reg, Logger: log})
-	if err != nil {
-		return err
-	}
-	if err := ib.CreateTable(ctx); err != nil {
-		return err
-	}
-	if err := debit.CreateTables(ctx, db); err != nil {
-		return err
-	}
 	counts := filepath.Join(stateDir, fmt.Sprintf("inbox-counts-%d", os.Getpid()))
-	top, err := dedup.Define(group, dedup.Input(input), dedup.EventID(dedup.JSONField("eventId")), dedup.Output(output),
-		dedup.Handle(ib.Handler(pausing(debit.Debit(output), os.Getenv("INBOXWORKER_PAUSE_FILE")))))
+	top, err := debit.Topology(group, input, output, ib.Handler(pausing(debit.Debit(output), os.Getenv("INBOXWORKER_PAUSE_FILE"))))
 	if err != nil {
 		return err
 	}

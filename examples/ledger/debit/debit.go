@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx" driver
+
 	"github.com/dedupkit/dedup"
 	"github.com/dedupkit/dedup/inbox"
 )
@@ -28,6 +30,28 @@ CREATE TABLE IF NOT EXISTS debits (
   amount     bigint      NOT NULL,
   debited_at timestamptz NOT NULL DEFAULT now()
 );`
+
+// Open opens the ledger's PostgreSQL database through pgx's database/sql
+// driver, with an inbox of cfg, and creates the inbox's and Schema's tables
+// when missing.
+func Open(ctx context.Context, dsn string, cfg inbox.Config) (*sql.DB, *inbox.Inbox, error) {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	ib, err := inbox.New(db, cfg)
+	if err == nil {
+		err = ib.CreateTable(ctx)
+	}
+	if err == nil {
+		err = CreateTables(ctx, db)
+	}
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, ib, nil
+}
 
 // CreateTables creates the tables of Schema when missing. Instances that
 // start together take turns (an advisory lock): PostgreSQL's CREATE TABLE IF
@@ -99,14 +123,14 @@ func Debit(output string) inbox.Func {
 	}
 }
 
-// Topology is the service: payments in, settlements out, each event's
-// debit and settlement exactly once.
-func Topology(group, input, output string, ib *inbox.Inbox) (*dedup.Topology, error) {
+// Topology is the service: payments in, settlements out, through h
+// (Handler: each event's debit and settlement exactly once).
+func Topology(group, input, output string, h dedup.Handler) (*dedup.Topology, error) {
 	return dedup.Define(group,
 		dedup.Input(input),
 		// The producer puts a unique "eventId" in every event and keeps it
 		// when it re-sends.
 		dedup.EventID(dedup.JSONField("eventId")),
 		dedup.Output(output),
-		dedup.Handle(Handler(ib, output)))
+		dedup.Handle(h))
 }
